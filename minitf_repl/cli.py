@@ -106,6 +106,7 @@ def _narrow(formatter) -> bool:
 # The words of this command line, as the group reads them: a fix that rewrites the line (--set checkpoint_dir) keeps
 # the rest of it as typed.
 _TYPED: contextvars.ContextVar[list] = contextvars.ContextVar("minitf_typed", default=[])
+_ROOT_OPTIONS: list = [()]  # minitf's own options (the group's params), set as it starts: `_words_after` steps over
 
 
 def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None:
@@ -160,9 +161,13 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
 def _words_after(command, left_out: str) -> str:
     """The words typed after `command`'s name on this command line, but `left_out`, quoted for the shell again."""
     typed = _TYPED.get()
-    at = next((i for i, word in enumerate(typed) if word in (command.name, *command.aliases)), None)
-    after = list(typed[at + 1:]) if at is not None else []
-    if left_out in after:
+    # where Click finds it, after minitf's own options and their values: the first word spelt as the command named it
+    # in `--checkpoint-dir train ... train --steps 40`, and the line given back held the options twice
+    at = _command_at(typed, _ROOT_OPTIONS[0])  # minitf's own options: which of them are flags
+    if at is None or typed[at] not in (command.name, *command.aliases):
+        return ""
+    after = list(typed[at + 1:])
+    if left_out and left_out in after:  # (an empty word the user typed is not "nothing to leave out")
         after.remove(left_out)
     return shlex.join(after)
 
@@ -208,6 +213,7 @@ class _Group(_FlagsUntyped, TyperGroup):
         args = _other_name(_help_word(typed, self.commands, self.params), self.commands, self.params)
         args = _flag_words(args, self.commands, self.params)
         _TYPED.set(list(args))
+        _ROOT_OPTIONS[0] = self.params
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)

@@ -171,19 +171,26 @@ def phrase(exc: UserError, syntax: str, command: str | None = None, typed: str =
 
     (The message itself was phrased when it was raised, under the same front end: syntax.py.)
     """
+    from .core.catalog import OTHER_DATA
     from .core.checkpoint.layout import ANOTHER_DIR
+    from .syntax import loaded
 
     message = str(exc)
-    if syntax == SHELL and command is not None and ANOTHER_DIR in message:  # the option, in a line that runs
+    # A whole line only where it runs as pasted: not after --load (a setting that rebuilds the model is refused there,
+    # and --load would read a checkpoint from the new folder), not for :set's own pairs (the typed pair would
+    # override the fix), not under torchrun (one process, a smaller global batch); elsewhere the fragment, as before.
+    whole = (syntax == SHELL and command is not None and not loaded() and not distributed.launched()
+             and not _takes_pairs(command))
+    if syntax == SHELL and ANOTHER_DIR in message:  # the option by its name
         with speaking(syntax):
-            again = given_before(command, "--checkpoint-dir", "DIR") + (f" {typed}" if typed else "")
-            message = message.replace(ANOTHER_DIR, f"run it with another checkpoint folder: {again}")
-    from .core.catalog import OTHER_DATA
-
+            again = (f": {given_before(command, '--checkpoint-dir', 'DIR')}" + (f" {typed}" if typed else "")
+                     if whole else " (--checkpoint-dir DIR" + (", holding a copy of the checkpoint --load reads)"
+                                                               if loaded() else ")"))
+            message = message.replace(ANOTHER_DIR, f"run it with another checkpoint folder{again}")
     if message.endswith(OTHER_DATA):  # which command gives it, in this front end's words
         with speaking(syntax):
-            other = (cmd("data", "NAME|PATH") if syntax == REPL or command is None else
-                     given_before(command, "--data", "NAME|PATH") + (f" {typed}" if typed else ""))
+            other = (given_before(command, "--data", "NAME|PATH") + (f" {typed}" if typed else "") if whole else
+                     cmd("data", "NAME|PATH") if syntax == REPL else "--data NAME|PATH")
             message = f"{message} ({other}; a vocabulary of other characters builds a new model)"
     if syntax == REPL and ANOTHER_DIR in message:
         # the core's way on from a checkpoint folder it cannot use; the REPL changes its folder, model kept (a restart,
@@ -194,10 +201,16 @@ def phrase(exc: UserError, syntax: str, command: str | None = None, typed: str =
     if not fix:
         return message
     with speaking(syntax):
-        if syntax == SHELL and command is not None:
+        if whole:
             pairs = " ".join(f"{key}={setting_text(value)}" for key, value in fix.items())
             return f"{message}: {given_before(command, '--set', pairs)}" + (f" {typed}" if typed else "")
         return f"{message} ({cmd('set', **fix)})"
+
+
+def _takes_pairs(name: str) -> bool:
+    """Whether the command `name` takes its settings as KEY=VALUE pairs (:set): a fix then goes among them."""
+    command = REGISTRY.names().get(name)
+    return command is not None and command.pairs
 
 
 class FrontDoor:
@@ -273,6 +286,7 @@ class FrontDoor:
                     self.terminated = reporter.terminate_signal
 
     def _run(self, command: Command, args: dict, reporter, meant: str = "") -> str:
+        ran = False  # the command itself returned: a Ctrl-C after it cut its output short, not the command
         try:
             with _deaf_once_stopped(reporter):
                 with quiet_tty():  # from the wait for torch on: a Ctrl-C there echoed "^C" before "error: interrupted"
@@ -281,6 +295,7 @@ class FrontDoor:
                                          else None)
                     with stop_on_signals(reporter, command), telling(reporter.notice):
                         result = run_command(self.session, command, args, reporter)
+                        ran = True
                 try:
                     if self.front.quiet:
                         pass
@@ -305,7 +320,8 @@ class FrontDoor:
             self.interrupted = True
             # which command, and that it did not finish (a bare "interrupted" said neither, where :checks, :train
             # and :gen each say what they got done)
-            self._error(f"interrupted: {named(command.name)} stopped before it finished")
+            said = "ran to its end, but its output was not shown in full" if ran else "stopped before it finished"
+            self._error(f"interrupted: {named(command.name)} {said}")
             return FAILED
         except BrokenPipeError:
             # `minitf train --json | head -c 10`: the reader left. Nothing to report, and Python must

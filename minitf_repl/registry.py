@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from .core.config import SettingSpec
 from .core.errors import UsageError, UserError
-from .syntax import REPL, SHELL, cmd, syntax
+from .syntax import REPL, SHELL, cmd, syntax, without_setting
 
 
 @dataclass
@@ -201,7 +201,8 @@ class Command:
         close = self.close_option(key)
         hint = f"; did you mean {close}?" if close else ""
         if key in self.elsewhere:
-            hint = f": {self.elsewhere[key]()}"
+            with without_setting(key):  # its lines leave out the --set that was refused (they failed alike)
+                hint = f": {self.elsewhere[key]()}"
         chosen = self.options_choosing(key)  # `:set gpt2`, `:set rope`: a value typed without its key
         if len(chosen) == 1:
             hint = f"; did you mean {chosen[0].name}={key}?"

@@ -113,6 +113,7 @@ def test_kv_in_the_shell():
     listed = [line for line in text_of(long).splitlines() if line.strip()[:1].isdigit()]
     # the first and last steps, and the step where the window first slides (28) with the one before it
     assert len(listed) == 6 + 2 + 8 and "steps 6..26" in text_of(long) and "steps 29..31" in text_of(long)
+    assert sum(line.split()[:1] == ["…"] for line in text_of(long).splitlines()) == 2  # each cut marked in its row
     assert "the window slides" in plain(long)  # 5 + 40 tokens pass max_seq_len=32
     with pytest.raises(UserError, match="n must be"):
         run(session, ":kv n=0")

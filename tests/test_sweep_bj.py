@@ -228,8 +228,10 @@ def test_data_alone_lists_the_built_in_data_each_with_what_it_is():
     text = text_of(run(tiny_session(), ":data"), 200)
     # was the current data alone: nothing said what sort, add, random or repeat are, nor N's and V's range
     assert "built in (:data NAME switches to one; a text file's path works too):" in text, text
-    assert "repeat[:V]     random tokens from V symbols, then the same again" in text
-    assert "sort[:N]       N digits, then the same digits sorted: 314159=113459 (N from 1 to 30, default 6)" in text
+    assert "  repeat[:V]   random tokens from V symbols, then the same again" in text, text
+    assert "  sort[:N]     N digits, then the same digits sorted: 314159=113459 (N from 1 to 30, default 6)" in text
+    narrow = text_of(run(tiny_session(), ":data"), 60).splitlines()  # each description wraps in its own column
+    assert all(not line.startswith(("to 30", "default")) for line in narrow), narrow
     for name in ("sort", "reverse", "add"):  # each line's example is the task's own
         assert ABOUT[name].endswith(Task(name, TASK_SIZES[name][0]).example), name
     assert TASK_SIZES["random"][2] == TASK_SIZES["repeat"][2] == len(RANDOM_SYMBOLS)
@@ -298,7 +300,7 @@ def test_setting_a_checkpoint_folder_nothing_can_be_saved_in_says_so_at_once(tmp
     run(session, f":set checkpoint_dir={locked}", heard)
     said = " ".join(heard.notices)
     # was "it holds no checkpoint yet" alone: the next :train's autosave was the first to find it unusable
-    assert "but nothing can be saved there (cannot write in" in said and ":set autosave=off" in said, said
+    assert "but nothing can be saved there, cannot write in" in said and ":set autosave=off" in said, said
     assert session.checkpoint_dir == locked  # not refused: a read-only folder of checkpoints still lists and loads
     heard = Recorder()
     run(session, f":set checkpoint_dir={tmp_path / 'ok'}", heard)
@@ -340,7 +342,7 @@ def test_a_folder_whose_tokenizer_is_a_link_to_nothing_is_refused_in_one_line(tm
     assert "tokenizer.json is a link to" in str(e.value) and "download the model again" in str(e.value)
 
 
-def test_a_lone_weights_file_missing_blames_no_index(tmp_path):
+def test_a_lone_weights_file_that_links_to_nothing_says_so_and_blames_no_index(tmp_path):
     from minitf_repl.core.errors import UserError
     from test_commands import run, tiny_session
 
@@ -465,3 +467,50 @@ def test_loading_a_folder_renamed_by_hand_names_the_rename_that_loads_it(tmp_pat
     with pytest.raises(UserError) as e:
         run(session, ':load "no such"')
     assert "rename" not in str(e.value)
+
+
+def test_train_save_by_name_keeps_the_more_trained_model_it_would_replace(tmp_path):
+    from test_commands import Recorder, run, tiny_session
+
+    session = tiny_session()
+    run(session, f":set checkpoint_dir={tmp_path}")
+    run(session, ":train steps=3 save=best")
+    run(session, ":load best")
+    run(session, ":set n_heads=4")
+    heard = Recorder()
+    run(session, ":train steps=1 save=best", heard)  # was best replaced by the one-step model without a word
+    kept = [n for n in heard.notices if n.startswith("best held a model trained further (step 3)")]
+    assert kept, heard.notices
+    name = kept[0].split("it is kept as ")[1].split(" ")[0]
+    assert run(session, f":load {name}").step == 3
+
+
+def test_a_ctrl_c_after_a_command_ran_says_it_ran(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl import dispatch
+    from test_commands import tiny_session
+
+    out, err = Console(file=io.StringIO(), width=200), Console(file=io.StringIO(), width=200)
+    door = dispatch.FrontDoor(tiny_session(), out, err, dispatch.FrontEnd(live=False))
+
+    def interrupted_output(result):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dispatch.RichReporter, "finish", lambda self, result: interrupted_output(result))
+    assert door.run_line(":config") == dispatch.FAILED
+    # was "stopped before it finished" of a command that had finished, its output cut
+    assert "interrupted: :config ran to its end, but its output was not shown in full" in err.file.getvalue()
+
+
+def test_the_shells_fix_lines_are_only_ones_that_run(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("--data", "sort", "set", "max_seq_len=8"))
+    # was "minitf --data sort --set max_seq_len=12 set max_seq_len=8": the typed pair overrode the fix again
+    assert line.endswith("raise max_seq_len to 12 (--set max_seq_len=12)"), line
+    line = assert_one_error_line(invoke("--data", "sort", "--set", "schedule=cosine", "train"), code=2)
+    # was each line with the refused --set schedule=cosine in it again
+    assert "minitf --data sort train --schedule new warms up" in line and "--set schedule" not in line, line

@@ -40,8 +40,10 @@ def test_ffn_on_a_mixture_of_experts_names_the_experts_view_in_the_repl():
 
 
 # the setting named as one that builds a new model: a line to paste reset a trained model, or --load refused it
-@pytest.mark.parametrize("setting, fix", [("residual=off", "(residual=on, the default, builds a new one"),
-                                          ("norm_placement=post", "(norm_placement=pre, the default, builds a new one")])
+@pytest.mark.parametrize("setting, fix", [
+    ("residual=off", "(residual=on, the default, builds a new one"),
+    ("norm_placement=post", "(norm_placement=pre, the default, builds a new one"),
+])
 def test_attrib_on_a_stream_that_is_no_sum_of_writes_gives_its_fix_in_the_shells_syntax(setting, fix):
     line = assert_one_error_line(invoke(*TINY_SHELL, "--set", setting, "attrib"))
     assert fix in line, line

@@ -348,7 +348,9 @@ def test_train_save_over_a_checkpoint_another_session_saved_says_so_as_save_does
     a, b = tiny_session(), tiny_session(seed=3)
     run(a, ":train")
     run(a, ":save run1")
-    result = run(b, ":train steps=2 save=run1")  # as `minitf train --steps 2 --save run1` in another terminal
+    # as `minitf train --steps 8 --save run1` in another terminal (further than A's 6: a less trained model is kept
+    # aside as kept-..., tests/test_sweep_bj.py)
+    result = run(b, ":train steps=8 save=run1")
     assert result.replaced and result.replaced_unseen == 6  # was only "replaced checkpoint run1"
     assert "run1 held a model at step 6 that this session had neither saved nor loaded" in " ".join(
         plain(result).split())

@@ -156,8 +156,8 @@ def render_save(result: SaveResult, console: Console) -> None:
     text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s)")
     say(console, text)
     if result.kept_as is not None:  # never a trained model lost to one command (docs/checkpoints-and-safety.md)
-        say(console, f"{result.name} held a model trained further (step {result.kept_step:,}) than this one: it is kept "
-                     f"as {result.kept_as} ({restore(result.kept_as)} brings it back)", "yellow")
+        say(console, f"{result.name} held a model trained further (step {result.kept_step:,}) than this one: it is "
+                     f"kept as {result.kept_as} ({restore(result.kept_as)} brings it back)", "yellow")
     if result.replaced_unseen is not None:  # two sessions, one folder: the other's work went without a word
         say(console, f"{result.name} held a model at step {result.replaced_unseen:,} that this session had neither "
                      "saved nor loaded (another session's?): it is replaced", "yellow")

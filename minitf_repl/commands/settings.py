@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from ..core.bpe import tokenizer_setting
@@ -336,8 +337,8 @@ def _text_first() -> str:
 
 def _schedule_elsewhere() -> str:
     return (f"the schedule is {named('train')}'s own option: {cmd('train', schedule='new')} warms up, then follows a "
-            f"cosine from lr down to lr x min_lr_ratio, {cmd('train', schedule='continue')} holds one rate (the default "
-            f"for a trained model); its shape: {cmd('set', 'warmup_steps', 'min_lr_ratio')}")
+            f"cosine from lr down to lr x min_lr_ratio, {cmd('train', schedule='continue')} holds one rate (the "
+            f"default for a trained model); its shape: {cmd('set', 'warmup_steps', 'min_lr_ratio')}")
 
 
 def _fixed_elsewhere() -> str:
@@ -662,7 +663,7 @@ def _folder_now(session: Session, kept_model: bool) -> str:
     try:
         if not folder.exists():
             return (f"checkpoints now go to {folder}, which the first {cmd('save', 'NAME')} or autosave makes{kept}"
-                    f"{_unwritable(folder)}")
+                    f"{_unwritable(folder, session.autosave)}")
         held = sum(row.error is None for row in list_checkpoints(folder))
         # one level too high (the folder that holds ./checkpoints): the folder of checkpoints below it is named
         below = [] if held else [sub for sub in sorted(folder.iterdir())[:1000]
@@ -672,10 +673,10 @@ def _folder_now(session: Session, kept_model: bool) -> str:
     there = f"it holds {count(held, 'checkpoint')} ({cmd('ls')} lists them)" if held else "it holds no checkpoint yet"
     if below:
         there += f", but {below[0].name} in it holds some: {cmd('set', checkpoint_dir=str(below[0]))} reads them"
-    return f"checkpoints now go to {folder}: {there}{kept}{_unwritable(folder)}"
+    return f"checkpoints now go to {folder}: {there}{kept}{_unwritable(folder, session.autosave)}"
 
 
-def _unwritable(folder) -> str:
+def _unwritable(folder, autosave: bool = True) -> str:
     """What the folder's first save would meet, said now ("; but nothing can be saved there: ..."), or "": a folder
     set as the fix of a failed autosave could be as unusable, found out only at the next :train. Not refused: a
     read-only folder of checkpoints still lists and loads."""
@@ -685,8 +686,10 @@ def _unwritable(folder) -> str:
         check_save_target(folder, AUTOSAVE_NAME)
     except UserError as e:
         problem = str(e).partition("; ")[0]
-        return (f"; but nothing can be saved there ({problem}): :train's autosave and {cmd('save', 'NAME')} would "
-                f"fail, so choose another folder, or {cmd('set', autosave=False)} to train without saving")
+        saves = f"{named('train')}'s autosave and {cmd('save', 'NAME')} would fail" if autosave else \
+            f"{cmd('save', 'NAME')} would fail"
+        off = f", or {cmd('set', autosave=False)} to train without saving" if autosave else ""
+        return f"; but nothing can be saved there, {problem}: {saves}, so choose another folder{off}"
     return ""
 
 
@@ -898,7 +901,7 @@ def render_data(result: DataResult, console: Console) -> None:
     if info.train_tokens is not None and info.val_tokens is not None:
         total = info.train_tokens + info.val_tokens
         share = round(100 * info.train_tokens / total) if total else 0
-        # which part is which: a user's own file sorted or in chapters validates on its last (the README said 90/10 only)
+        # which part is which: a user's own file sorted or in chapters validates on its last (the README said 90/10)
         rows.append(("train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share}: the "
                                   "first part of the text, then its end)"))
     elif info.chars:
@@ -932,6 +935,9 @@ def render_data(result: DataResult, console: Console) -> None:
         how = (f"{cmd('data', 'NAME')} switches to one" if syntax() != SHELL else
                "minitf --data NAME COMMAND runs a command on one")
         note(console, f"built in ({how}; a text file's path works too):")
+        grid = Table.grid(padding=(0, 2), pad_edge=True)  # the names in a column, each line wrapping in its own
+        grid.add_column(no_wrap=True, style="bold")
+        grid.add_column(style="dim")
         for line in built_in_lines():
-            form, _, about = line.partition("  ")
-            say(console, Text(f"  {form:<15}", style="bold") + Text(about, style="dim"))
+            grid.add_row(*line.split("  ", 1))
+        console.print(grid)

@@ -66,9 +66,9 @@ class SaveResult:
     moved_files: bool = False  # what moved aside held no checkpoint, but other files
     dropped: Dropped | None = None  # the oldest autosave, which the rotation deleted to make room; None: none
     # NAME held a model trained further than this one (a save by name of a rebuilt model over the trained one it
-    # came from): moved to this name first, and its step; null: nothing of the kind
+    # came from): moved to this name first; null: nothing of the kind
     kept_as: str | None = None
-    kept_step: int | None = None
+    kept_step: int | None = None  # the step of the model kept so; null: none was
 
 
 def say_emulated(dtypes, device, reporter) -> None:

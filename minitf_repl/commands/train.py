@@ -286,8 +286,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             check_save_target(session.checkpoint_dir, AUTOSAVE_NAME, _weights_bytes(session))
         except UserError as e:
             # from the shell the whole line: "--set autosave=off" alone was a fragment
-            without = (given_before("train", "--set", "autosave=off") + typed_again() if syntax() == SHELL else
-                       cmd("set", autosave=False))
+            line = distributed.relaunch(given_before("train", "--set", "autosave=off") + typed_again())
+            # the fragment where the whole line would bury the error (a 300-character folder named twice)
+            without = line if syntax() == SHELL and len(line) <= 240 else cmd("set", autosave=False)
             raise type(e)(f"{e}; or train without saving: {without}") from None
 
     # A model this command builds (none yet, or data of another vocabulary rebuilds it) draws its weights from the
@@ -459,7 +460,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
             # two sessions autosaving at once keep both); a continued run replaces its own autosave only.
             written = save_session(session, name, origin="autosave" if autosave else "save",
-                                   rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed, reporter=reporter)
+                                   rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed, reporter=reporter,
+                                   keep_trained=save_as is not None)  # as :save NAME keeps a further-trained NAME
+            if written.kept_as is not None:
+                reporter.notice(f"{name} held a model trained further (step {written.kept_step:,}) than this one: it "
+                                f"is kept as {written.kept_as} ({restore(written.kept_as)} brings it back)")
             saved = written.name
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
             replaced = written.replaced and save_as is not None and own_save is None

@@ -674,9 +674,9 @@ def render_ln(result: LnResult, console: Console) -> None:
              if n.centres else "LayerNorm would subtract the mean first, then divide by std(x) = sqrt(var(x) + eps) "
              f"(var(x) = mean(x^2) - mean^2 = {n.var:.4g})")
     change = abs(n.other_scale - n.scale) / max(n.scale, 1e-300)
-    note(console, f"{other} = {n.other_scale:.4g}: {100 * change:.2g}% "
+    note(console, f"{other} = {n.other_scale:.4g}: {_percent(change)} "
                   f"{'larger' if n.other_scale >= n.scale else 'smaller'} here, as mean^2 is "
-                  f"{100 * n.mean ** 2 / max(n.var, 1e-300):.2g}% of var")
+                  f"{_percent(n.mean ** 2 / max(n.var, 1e-300))} of var")
     square = n.var if n.centres else n.mean_square
     without = math.sqrt(square)
     share = (n.scale - without) / max(n.scale, 1e-300)
@@ -685,13 +685,18 @@ def render_ln(result: LnResult, console: Console) -> None:
              f"here it matters: the spread is not large against eps, so |x̂| comes out under sqrt(d) "
              f"({n.size_normalised:.3f} against {math.sqrt(n.d):.3f})")
     note(console, f"eps = {n.eps:.0e} sits under the square root so that s is never 0: without it s would be "
-                  f"{without:.4g}, {100 * share:.2g}% smaller; {where}")  # was "(0.00038 of s)": read as the size
+                  f"{without:.4g}, {_percent(share)} smaller; {where}")  # was "(0.00038 of s)": read as the size
     note(console, f"checked: redone here in float64, y agrees with the model's own {n.which} output to "
                   f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations)})")
     learned = ("the stream it reads is random (the norm itself learns nothing)" if n.gain is None else
                "its gains are 1 and its biases 0, so y is x̂" if n.bias_size is not None else
                "its gains are 1, so y is x̂")
     closing_notes(console, result, learned, "ln")
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage, 2 digits where small ("0.038%"), whole from 10% ("150%": .2g wrote "1.5e+02%")."""
+    return f"{100 * share:.2g}%" if 100 * share < 10 else f"{100 * share:.0f}%"
 
 
 # --- :ffn ----------------------------------------------------------------------------------------

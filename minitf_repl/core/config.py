@@ -440,8 +440,8 @@ class TrainConfig(Settings):
 
     steps: int = setting(600, "length of a run", low=1, limit=10_000_000, aliases=("max_iters",))
     # The defaults are the built-in data's recipe (core/recipes.py; tuning runs in bench/recipes.py).
-    batch_size: int = setting(16, "sequences per step, and per validation batch (per process under torchrun)",
-                              low=1, limit=4096,
+    batch_size: int = setting(16, "sequences per step and per validation batch (per process under torchrun, whose "
+                                  "validation batches hold batch_size x processes)", low=1, limit=4096,
                               aliases=("batch",))
     # core/optimizers.py explains both; muon's lr is scaled so that one lr means the same step size for both.
     optimizer: str = setting("muon", "adamw: AdamW for every weight; muon: Muon (orthogonalised momentum) for the "

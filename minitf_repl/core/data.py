@@ -175,7 +175,9 @@ class DataInfo:
     name: str
     kind: str  # corpus | task | vocabulary (a checkpoint's vocabulary alone: its data is not available)
     description: str
-    chars: int | None  # characters in the corpus, or characters per example for a task; None: not known (a vocabulary)
+    # characters in the corpus, or per example for a task; None: not known (a vocabulary alone) or none to count
+    # (random and repeat tokens have no examples)
+    chars: int | None
     vocab_size: int
     train_tokens: int | None
     val_tokens: int | None

@@ -268,9 +268,7 @@ def read_folder(path: Path) -> Folder:
         try:
             tensors.update(read_header(file))
         except FileNotFoundError:
-            # "(named by the index)" only where an index named it: a lone model.safetensors blamed an index not there
-            named = f" (named by {INDEX})" if (path / INDEX).exists() else ""
-            raise CheckpointError(f"{file} is missing{named}; download the model again") from None
+            raise CheckpointError(f"{file} is missing (named by {INDEX}); download the model again") from None
     return Folder(path, config, tensors, files)
 
 
