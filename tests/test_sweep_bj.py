@@ -514,3 +514,27 @@ def test_the_shells_fix_lines_are_only_ones_that_run(tmp_path):
     line = assert_one_error_line(invoke("--data", "sort", "--set", "schedule=cosine", "train"), code=2)
     # was each line with the refused --set schedule=cosine in it again
     assert "minitf --data sort train --schedule new warms up" in line and "--set schedule" not in line, line
+
+
+def test_a_one_expert_mixture_saved_before_its_gate_changed_says_so_on_load(tmp_path):
+    import json
+
+    from minitf_repl.core.checkpoint.manifest import encode_manifest, meta_sha256
+    from test_commands import Recorder, run, tiny_session
+
+    session = tiny_session()
+    run(session, f":set checkpoint_dir={tmp_path} n_experts=2 experts_per_token=1")
+    run(session, ":train steps=1 save=moe")
+    manifest = tmp_path / "moe" / "checkpoint.json"
+    meta = json.loads(manifest.read_text())
+    assert meta["moe_top1_gate"] == "probability"
+    heard = Recorder()
+    run(tiny_session(), f":set checkpoint_dir={tmp_path}")
+    run(session, ":load moe", heard)
+    assert not any("gated by 1" in n for n in heard.notices)  # saved with the gate it loads with: nothing to say
+    del meta["moe_top1_gate"]  # as a checkpoint saved before the key was kept
+    meta["meta_sha256"] = meta_sha256(meta)
+    manifest.write_bytes(encode_manifest(meta))
+    heard = Recorder()
+    run(session, ":load moe", heard)
+    assert any("was saved when a mixture of one expert a token gated by 1" in n for n in heard.notices), heard.notices

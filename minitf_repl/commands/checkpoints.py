@@ -250,6 +250,11 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     try:
         with cut_short():
             checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
+            config = checkpoint.model_config
+            if config.is_moe and config.experts_per_token == 1 and checkpoint.meta.get("moe_top1_gate") is None:
+                reporter.notice(f"{name} was saved when a mixture of one expert a token gated by 1, which taught its "
+                                "router nothing from the loss; it now gates by the chosen expert's probability, so "
+                                f"its outputs differ from when it was saved: {cmd('train', steps=100)} adapts it")
             data = _checkpoint_data(session, checkpoint)
             data_missing = data.description if isinstance(data, VocabOnly) else None
             data_changed = _text_changed(checkpoint, data)

@@ -128,6 +128,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         "vocab": "" if tokenizer_json is not None else vocab,
         **({"tokenizer": {"kind": "bpe", "json": tokenizer_json}} if tokenizer_json is not None else {}),
         "data_spec": data_spec,
+        # a mixture of one expert a token gates by that expert's probability (core/experts.py) since this key was
+        # kept; a load of one saved before, whose gate was 1, says its outputs changed (an older minitf reads past it)
+        **({"moe_top1_gate": "probability"} if model.config.is_moe and model.config.experts_per_token == 1 else {}),
         **({"weights_from": _shown(weights_from)} if weights_from else {}),
         **({"data_since_step": data_since_step} if data_since_step else {}),
         # the step at which the model's function changed with its weights kept (causal=on/off): the losses before it
