@@ -538,3 +538,17 @@ def test_a_one_expert_mixture_saved_before_its_gate_changed_says_so_on_load(tmp_
     heard = Recorder()
     run(session, ":load moe", heard)
     assert any("was saved when a mixture of one expert a token gated by 1" in n for n in heard.notices), heard.notices
+
+
+def test_the_case_hint_names_its_letters_when_other_characters_are_missing_too():
+    from minitf_repl.core.data import CharTokenizer
+    from minitf_repl.core.errors import DataError
+
+    tokenizer = CharTokenizer("the dog sat on\n")
+    with pytest.raises(DataError) as e:
+        tokenizer.encode("The Dog!")
+    # was no hint at all: the '!' kept 'D' and 'T' from being said to be there in lower case
+    assert "not in the vocabulary: '!' 'D' 'T' (the text has 'D' 'T' in lower case: 'd' 't')" in str(e.value)
+    with pytest.raises(DataError) as e:
+        tokenizer.encode("The Dog")
+    assert "(the text has them in lower case: 'd' 't')" in str(e.value)

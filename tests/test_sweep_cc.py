@@ -441,8 +441,8 @@ def test_a_prompt_in_capitals_on_a_lower_case_text_says_the_text_has_them_in_low
     assert message.startswith("2 characters not in the vocabulary: 'C' 'T'")
     assert "in lower case" in message and "'c' 't'" in message  # the fix a learner needs: "the cat"
     with pytest.raises(DataError) as e:
-        load_data(a).tokenizer.encode("The Cat!")  # '!' has no case: no such hint
-    assert "lower case" not in str(e.value)
+        load_data(a).tokenizer.encode("The Cat!")  # '!' has no case: the hint names the letters it is about
+    assert "(the text has 'C' 'T' in lower case: 'c' 't')" in str(e.value)
 
 
 def test_a_relative_path_that_is_not_there_says_which_folder_it_was_looked_for_in(tmp_path, monkeypatch):

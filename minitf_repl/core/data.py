@@ -107,12 +107,16 @@ class CharTokenizer:
         if unknown:
             shown = " ".join(quoted_chars(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             them = "it" if len(unknown) == 1 else "them"
-            # "The Cat" on a text in lower case: the letters are there, in the other case
-            other = [ch.swapcase() for ch in unknown]
-            case = ("lower" if all(ch.isupper() for ch in unknown) else "upper" if all(ch.islower() for ch in unknown)
+            # "The Cat" on a text in lower case: the letters are there, in the other case; said of those letters
+            # whatever else is missing ("The Dog!" lost the hint for 'D' and 'T' to its '!')
+            cased = [(ch, ch.swapcase()) for ch in unknown
+                     if len(ch.swapcase()) == 1 and ch.swapcase() != ch and ch.swapcase() in self.stoi]
+            typed = [ch for ch, _ in cased]
+            case = ("lower" if all(ch.isupper() for ch in typed) else "upper" if all(ch.islower() for ch in typed)
                     else "the other")
-            has = (f" (the text has {them} in {case} case: {' '.join(quoted_chars(ch) for ch in other[:10])})"
-                   if all(len(ch) == 1 and ch != up and ch in self.stoi for ch, up in zip(other, unknown)) else "")
+            which = them if len(cased) == len(unknown) else " ".join(quoted_chars(ch) for ch in typed[:10])
+            has = (f" (the text has {which} in {case} case: {' '.join(quoted_chars(o) for _, o in cased[:10])})"
+                   if cased else "")
             fix = f"remove {them}: {self.closed} has {''.join(self.itos)} only" if self.closed else \
                 f"remove {them}, or train on data that contains {them}"
             raise DataError(f"{count(len(unknown), 'character')} not in the vocabulary: {shown}{has}; {fix}")
