@@ -552,3 +552,14 @@ def test_the_case_hint_names_its_letters_when_other_characters_are_missing_too()
     with pytest.raises(DataError) as e:
         tokenizer.encode("The Dog")
     assert "(the text has them in lower case: 'd' 't')" in str(e.value)
+
+
+def test_from_the_shell_a_replaced_unseen_model_is_an_earlier_commands_not_another_sessions(tmp_path):
+    from test_cli import invoke
+
+    tiny = ["--checkpoint-dir", str(tmp_path), "--data", "sort", "--set", "d_model=32 n_layers=1 n_heads=2 d_ff=64"]
+    assert invoke(*tiny, "train", "--steps", "2", "--save", "mine").exit_code == 0
+    invoke("--checkpoint-dir", str(tmp_path), "--load", "mine", "save", "mine3")
+    said = " ".join(invoke("--checkpoint-dir", str(tmp_path), "--load", "mine", "save", "mine3").stdout.split())
+    # was "that this session had neither saved nor loaded (another session's?)" of the user's own earlier command
+    assert "that this command had neither saved nor loaded (an earlier command's, or another session's?)" in said, said

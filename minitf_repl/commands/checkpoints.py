@@ -30,7 +30,8 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
                       writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
-from .shared import SaveResult, ablations_gone, keep_meanwhile, keep_trained_model, refuse_a_path, save_session
+from .shared import (SaveResult, ablations_gone, keep_meanwhile, keep_trained_model, refuse_a_path, save_session,
+                     unseen_by)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
@@ -159,8 +160,8 @@ def render_save(result: SaveResult, console: Console) -> None:
         say(console, f"{result.name} held a model trained further (step {result.kept_step:,}) than this one: it is "
                      f"kept as {result.kept_as} ({restore(result.kept_as)} brings it back)", "yellow")
     if result.replaced_unseen is not None:  # two sessions, one folder: the other's work went without a word
-        say(console, f"{result.name} held a model at step {result.replaced_unseen:,} that this session had neither "
-                     "saved nor loaded (another session's?): it is replaced", "yellow")
+        say(console, f"{result.name} held a model at step {result.replaced_unseen:,} {unseen_by()}: it is replaced",
+            "yellow")
     if result.architecture is not None:
         note(console, f"a Hugging Face {result.architecture} folder with its tokenizer: transformers' "
                       f"from_pretrained({result.path!r}) loads it; {restore(result.name)} brings it back here")

@@ -154,6 +154,16 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     )
 
 
+def unseen_by() -> str:
+    """Whose the replaced model was not, in the front end's words: from the shell each command is a session of its own,
+    and "this session" of the second of two `minitf --load mine save mine3` named the user's own earlier command."""
+    from ..syntax import SHELL, syntax
+
+    if syntax() == SHELL:
+        return "that this command had neither saved nor loaded (an earlier command's, or another session's?)"
+    return "that this session had neither saved nor loaded (another session's?)"
+
+
 def keep_meanwhile(session: Session, e: CheckpointError) -> CheckpointError:
     """A save refused because the checkpoint folder cannot be used (full, read-only, not this user's), with the REPL's
     way on: the core's fix is to start minitf on another folder, which in the REPL would lose the model it trained

@@ -39,7 +39,7 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, 
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, file_changed, load_checked, rebuilt_line, recipe_line,
-                     refuse_a_path, redraw_untrained, save_session, seed_kept_line, switch_data)
+                     refuse_a_path, redraw_untrained, save_session, seed_kept_line, switch_data, unseen_by)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -793,8 +793,8 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
         what = "replaced checkpoint" if result.replaced else "saved checkpoint"
         note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
         if result.replaced_unseen is not None:  # as :save says it: another session's work went without a word
-            say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} that this session had "
-                         "neither saved nor loaded (another session's?): it is replaced", "yellow")
+            say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} {unseen_by()}: it is "
+                         "replaced", "yellow")
         gone = result.dropped  # the baseline a few experiments back, better than this run, deleted: said where the
         # two losses compare (the same data; each after its own last switch of data or mask, as :ls gives them)
         keep = cmd("save", "NAME") if syntax() == REPL else cmd("train", save="NAME")  # a new process: no model
