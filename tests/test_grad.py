@@ -22,6 +22,7 @@ from minitf_repl.core.inside import teacher_forcing
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
+from test_checks import WrongBackward
 from test_commands import run
 from test_render import plain, text_of
 
@@ -176,18 +177,6 @@ def test_backprop_agrees_with_the_measured_slope(changes):
     assert check.relative_float32 < 1e-4  # float32, as training runs it, agrees too where the slope is not near 0
 
 
-class _OnePercentMore(torch.autograd.Function):
-    """The identity, with a backward 1% too large: the kind of bug a hand-written backward has."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return 1.01 * grad
-
-
 def test_the_check_fails_a_wrong_gradient():
     """The check is a real test: a backward 1% too large, or one part's gradient left out, is caught (the backward
     runs in float64 through the same code); the float32 figure is of the gradient it is handed."""
@@ -203,7 +192,7 @@ def test_the_check_fails_a_wrong_gradient():
     right, grads = checked()
     assert right.relative < 1e-4 and right.relative_float32 < 1e-4
     assert gradient_check(model, inputs, targets, params, [1.01 * g for g in grads], 0).relative_float32 > 5e-3
-    handle = model.ln_f.register_forward_hook(lambda module, args, out: _OnePercentMore.apply(out))
+    handle = model.ln_f.register_forward_hook(lambda module, args, out: WrongBackward.apply(out, 1.01))
     try:
         wrong, _ = checked()
     finally:

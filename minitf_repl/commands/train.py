@@ -286,9 +286,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             check_save_target(session.checkpoint_dir, AUTOSAVE_NAME, _weights_bytes(session))
         except UserError as e:
             # from the shell the whole line: "--set autosave=off" alone was a fragment
-            line = distributed.relaunch(given_before("train", "--set", "autosave=off") + typed_again())
-            # the fragment where the whole line would bury the error (a 300-character folder named twice)
-            without = line if syntax() == SHELL and len(line) <= 240 else cmd("set", autosave=False)
+            without = cmd("set", autosave=False)
+            if syntax() == SHELL:  # the whole line, but where it would bury the error (a 300-character folder twice)
+                line = distributed.relaunch(given_before("train", "--set", "autosave=off") + typed_again())
+                without = line if len(line) <= 240 else without
             raise type(e)(f"{e}; or train without saving: {without}") from None
 
     # A model this command builds (none yet, or data of another vocabulary rebuilds it) draws its weights from the
