@@ -178,7 +178,9 @@ class StepResult:
     temperature: float
     top_k: int | None
     top_p: float | None
-    seed: int  # the generator's seed: `:gen PROMPT n=1 seed=SEED` picks the same token
+    # the generator's seed: `:gen PROMPT n=1 seed=SEED` picks the same token; None at temperature 0, where the argmax
+    # is the pick and no draw is made (a seed drawn for nothing read as one that mattered)
+    seed: int | None
     rows: list[StepRow]  # the highest logits, best first (the pick is added if it ranks lower)
     vocab_size: int
     n_top_k_kept: int
@@ -201,7 +203,7 @@ SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation setti
          params=[Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
                  *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
                                       aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
-                   for spec in GenConfig.specs() if spec.name in SAMPLING)], json_version=3)  # fmt: skip
+                   for spec in GenConfig.specs() if spec.name in SAMPLING)], json_version=4)  # fmt: skip
 def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     settings = with_given(session.gen_config, args)
     data = session.data
@@ -229,7 +231,8 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
         rows.append(StepRow(i, name(i), float(s.logits[i]), None if s.scaled is None else float(s.scaled[i]),
                             bool(s.top_k_kept[i]), bool(s.top_p_kept[i]), float(s.probs[i]), True))
     return StepResult(
-        prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, seed=p.seed,
+        prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
+        seed=None if settings.temperature == 0 else p.seed,
         rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
         picked=name(p.picked), picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
         ablations=switched_off(session), int8=model is not session.model, n_possible=int((p.stages.probs > 0).sum()),

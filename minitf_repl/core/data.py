@@ -187,6 +187,10 @@ class DataInfo:
     val_tokens: int | None
     unit: str = "character"  # what one token is: a character, or a subword token of a BPE (the tokenizer's unit)
     tokenizer: str = ""  # the tokenizer that reads it, in words: "characters, 65 tokens", "byte-level BPE, 512 tokens"
+    # a task's questions, all that can be asked; None: not a task, or one of more than 10,000 (held_out_count)
+    questions: int | None = None
+    # of those, the questions held out for validation, never trained on; None as for questions
+    val_questions: int | None = None
 
 
 def check_split(split: str) -> None:
@@ -411,6 +415,13 @@ def _crc_table() -> torch.Tensor:
 _CRC_TABLE = _crc_table()
 
 
+@functools.lru_cache(maxsize=None)
+def _held_out_count(name: str, size: int) -> tuple[int, int]:
+    task = Task(name, size)
+    total = 10**task.n_digits
+    return sum(task.is_val(task.question([int(d) for d in f"{n:0{task.n_digits}d}"])) for n in range(total)), total
+
+
 class Task:
     """A synthetic task: sequences "question=answer", loss and accuracy on the answer only.
 
@@ -454,6 +465,14 @@ class Task:
             question = self.question([int(d) for d in f"{number:0{self.n_digits}d}"])
             (val if self.is_val(question) else train).update(ch for ch in question if ch.isdigit())
         return "".join(sorted(val - train))
+
+    def held_out_count(self) -> tuple[int, int] | None:
+        """(questions held out, all questions) where there are at most 10,000 to count; None for a larger task.
+
+        The hash holds out about one question in ten, not exactly: sort:2 holds out 12 of its 100, sort:1 1 of 10.
+        A larger task's share is 10% to within a fraction of a per cent (reverse:5: 9,928 of 100,000), and counting
+        it took 0.4 s, for a row of :data."""
+        return _held_out_count(self.name, self.size) if 10**self.n_digits <= 10_000 else None
 
     def answer(self, question: str) -> str:
         body = question.rstrip("=")
@@ -595,8 +614,9 @@ class Task:
 
     # --- batches -----------------------------------------------------------------------------
     def info(self) -> DataInfo:
+        held, total = self.held_out_count() or (None, None)
         return DataInfo(self.name, "task", self.description, self.seq_len + 1, self.tokenizer.vocab_size, None, None,
-                        tokenizer=self.tokenizer.describe())
+                        tokenizer=self.tokenizer.describe(), questions=total, val_questions=held)
 
     def check_fits(self, max_seq_len: int) -> None:
         if max_seq_len < self.seq_len:
