@@ -44,3 +44,12 @@ def test_step_json_at_temperature_0_gives_no_seed():
     assert greedy.seed is None and greedy.n_kept == 1
     drawn = run(session, ":step 3141= temperature=1 seed=7")
     assert drawn.seed == 7
+
+
+def test_tok_on_a_task_shows_a_whole_example():
+    """:tok without text on a task showed the question alone ("654081="), not what training reads."""
+    from test_commands import run, tiny_session
+
+    result = run(tiny_session("sort:6"), ":tok")
+    question, answer = result.text.split("=")
+    assert len(question) == 6 and answer == "".join(sorted(question)), result.text
