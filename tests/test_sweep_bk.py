@@ -53,3 +53,29 @@ def test_tok_on_a_task_shows_a_whole_example():
     result = run(tiny_session("sort:6"), ":tok")
     question, answer = result.text.split("=")
     assert len(question) == 6 and answer == "".join(sorted(question)), result.text
+
+
+def test_set_a_folder_cut_at_a_space_is_told_to_quote_it(tmp_path):
+    """`:set checkpoint_dir=/tmp/my runs` was told `:set runs shows, :set checkpoint_dir=/tmp/my changes`."""
+    from minitf_repl.core.errors import UserError
+    from test_cli import assert_one_error_line, invoke
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    with pytest.raises(UserError) as e:
+        run(session, f":set checkpoint_dir={tmp_path}/my runs")
+    fix = str(e.value).rpartition(": ")[2]
+    assert fix == f':set checkpoint_dir="{tmp_path}/my runs"', str(e.value)
+    run(session, fix)  # the fix runs as pasted
+    assert session.shell_config.checkpoint_dir == f"{tmp_path}/my runs"
+    result = invoke("set", f"checkpoint_dir={tmp_path}/my", "runs")
+    assert_one_error_line(result)
+    assert f"minitf --checkpoint-dir '{tmp_path}/my runs' ls" in result.stderr, result.stderr
+
+
+def test_set_still_refuses_names_beside_pairs():
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    with pytest.raises(UserError, match="not both"):
+        run(tiny_session(), ":set lr=0.01 warmup_steps")

@@ -362,6 +362,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
     if keys:
         if given:
+            _quote_spaced_value(keys, given)
             raise UserError(f"give settings to change as key=value, or their names alone to show them, not both: "
                             f"{cmd('set', *keys)} shows, {cmd('set', **given)} "
                             "changes")
@@ -605,6 +606,23 @@ spell_settings_with(lambda key: param.name if (param := SET.param_named(key)) is
 # what no checkpoint records: the shell's own settings (threads, autosave) and generation's (temperature, ...)
 keep_with_load([*(spec.name for spec in ShellConfig.specs() if spec.shell_option is None),
                 *(spec.name for spec in GenConfig.specs())])
+
+
+def _quote_spaced_value(words: list[str], given: dict) -> None:
+    """A text value cut at a space (`:set checkpoint_dir=/tmp/my runs`): where no word names an option and one value
+    given is text, the words were that value's rest, and the fix quotes it whole. It was told to show `runs`."""
+    texts = [key for key, value in given.items() if isinstance(value, str)]
+    if len(texts) != 1 or any(SET.param_named(word) is not None for word in words):
+        return
+    key = texts[0]
+    whole = " ".join([given[key], *words])
+    said = f"{key}={given[key]} is followed by {' '.join(words)}: a value with a space in it goes in quotes"
+    own = next((spec.shell_option for spec in ShellConfig.specs() if spec.name == key and spec.shell_option), None)
+    if syntax() == SHELL and own is not None:  # there minitf's own option, quoted as the shell quotes (cmd_set below)
+        with without_setting(key):
+            raise UserError(f"{said}, and from the shell {key} is minitf's own option: "
+                            f"{given_before('ls', own, whole, keep_load=False)}")
+    raise UserError(f"{said}: {cmd('set', **{**given, key: whole})}")
 
 
 def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
