@@ -259,7 +259,9 @@ def render_setting_help(h: SettingHelp, console: Console) -> None:
 
 @dataclass
 class SetResult:
-    changed: dict[str, tuple]  # key -> [old, new], only the values that changed
+    # key -> [old, new], only the values that changed; a one-shot `minitf set` (every --json one) checks them and ends
+    # with them: give `--set KEY=VALUE` to the command that should run with them
+    changed: dict[str, tuple]
     rebuilt: bool  # the model was rebuilt: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     preset: str | None = None  # the preset the model settings now match, if any
@@ -843,7 +845,9 @@ def render_set(result: SetResult, console: Console) -> None:
 @dataclass
 class DataResult:
     info: DataInfo  # the data now in use
-    changed: bool  # this command switched the data
+    # this command switched the data; a one-shot `minitf data X` (every --json one) ends with it: give `--data X` to
+    # the command that should read it
+    changed: bool
     rebuilt: bool  # the model was rebuilt for another vocabulary: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data

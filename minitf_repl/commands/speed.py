@@ -200,7 +200,9 @@ QUANTIZE_TOKENS = 64  # tokens generated (greedy) for each timing of :quantize i
 @dataclass
 class QuantizeResult:
     mode: str  # "int8": :gen samples from the int8 copy; "off": from the float model
-    changed: bool  # this command switched int8 sampling on or off (False: only shown, or already so)
+    # this command switched int8 sampling on or off (false: only shown, or already so); a one-shot `minitf quantize
+    # int8` (every --json one) measures the copy and ends with it
+    changed: bool
     measure: QuantizeMeasure | None = None  # for :quantize int8
     device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off in both while measuring
