@@ -79,3 +79,18 @@ def test_set_still_refuses_names_beside_pairs():
 
     with pytest.raises(UserError, match="not both"):
         run(tiny_session(), ":set lr=0.01 warmup_steps")
+
+
+def test_tok_says_it_read_a_typed_letter_in_the_datas_unicode_form(tmp_path):
+    """`:tok café` on a text written in NFD showed 5 tokens "one per character" for 4 typed, without a word."""
+    import unicodedata
+
+    from test_cli import invoke
+
+    path = tmp_path / "nfd.txt"
+    path.write_text(unicodedata.normalize("NFD", "café résumé naïve " * 200), encoding="utf-8")
+    doc = json.loads(invoke("--data", str(path), "tok", "café", "--json").stdout)
+    assert doc["read_as"] == "cafe\u0301" and len(doc["ids"]) == 5
+    text = " ".join(invoke("--data", str(path), "tok", "café").stdout.split())
+    assert "5 characters where 4 were typed" in text, text
+    assert json.loads(invoke("--data", str(path), "tok", "cafe\u0301", "--json").stdout)["read_as"] is None

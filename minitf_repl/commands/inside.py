@@ -503,6 +503,9 @@ class TokResult:
     # no text was given, and why the data gave none (its file is gone; it is no text this tokenizer reads): a text the
     # vocabulary reads was shown, not a sample; "" where the data's sample was
     stand_in: str = field(default="", metadata={"view_only": True})
+    # the text as its tokens spell it where that differs from the text given: a character the vocabulary holds in
+    # Unicode's other form (é typed as one character, the data's e and a combining accent), read as that; null: the same
+    read_as: str | None = None
 
 
 # --- :score --------------------------------------------------------------------------------------
@@ -934,7 +937,7 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     Param("text", str, help="the text to split into tokens (default: a sample of the data)", positional=True),
     Param("merges", bool, default=False, help="a BPE tokenizer's merges worked out, piece by piece, in the order "
                                               "they were learned"),
-], json_version=5, guide="real-models.md#characters-or-bpe-set-tokenizer")  # fmt: skip
+], json_version=6, guide="real-models.md#characters-or-bpe-set-tokenizer")  # fmt: skip
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     # no text: the data's sample, as every other view reads (its usage line said [TEXT], and it refused the default)
     text = args["text"] or sample_prompt(session.data)
@@ -945,8 +948,10 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
 
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
+    spelt = tokenizer.decode(ids)  # "e\u0301" for a typed "é": the token count said nothing of the rewrite
     result = TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit,
-                       sampled=not args["text"], stand_in=_no_sample(session.data) if not args["text"] else "")
+                       sampled=not args["text"], stand_in=_no_sample(session.data) if not args["text"] else "",
+                       read_as=spelt if spelt != text else None)
     if not args["merges"]:
         return result
     describe = getattr(tokenizer, "merges", None)
@@ -1000,6 +1005,11 @@ def render_tok(result: TokResult, console: Console) -> None:
     per = (f"one per {result.kind}" if result.kind == "character"
            else f"subword pieces of {count(len(result.text), 'character')}")
     note(console, f"{count(len(result.ids), 'token')}, {per}; ids index a vocabulary of {result.vocab_size:,}")
+    if result.read_as is not None:
+        read = count(len(result.read_as), "character")
+        note(console, f"read as the data writes it, {quoted(result.read_as)}: {read} where {len(result.text)} were typed. Unicode "
+                      "writes an accented letter as one character (é) or as the letter and a combining accent (e + "
+                      "◌́), and the vocabulary holds the other form")
     if result.stand_in:  # "a sample of the data" was said of "The quick brown", a text the data never held
         note(console, f"no text given, and {result.stand_in}: a text its vocabulary reads; "
                       f"{cmd('tok', 'TEXT')} splits your own")
