@@ -92,7 +92,7 @@ def test_patch_says_in_one_line_what_is_wrong(trained):
         run_command(trained, "patch", {"prompts": "31415="})
     with pytest.raises(UserError, match="target must be one token"):
         run_command(trained, "patch", {"prompts": "31415= 38495=", "target": "12"})
-    with pytest.raises(UserError, match="same logit difference"):
+    with pytest.raises(UserError, match="the two prompts are the same"):  # said as such (a fifty-third session)
         run_command(trained, "patch", {"prompts": "31415= 31415="})
 
 

@@ -94,3 +94,50 @@ def test_tok_says_it_read_a_typed_letter_in_the_datas_unicode_form(tmp_path):
     text = " ".join(invoke("--data", str(path), "tok", "café").stdout.split())
     assert "5 characters where 4 were typed" in text, text
     assert json.loads(invoke("--data", str(path), "tok", "cafe\u0301", "--json").stdout)["read_as"] is None
+
+
+# --- the interpretability views (a helper checked their numbers against its own torch) -----------------------------
+def test_lens_ranks_a_typed_task_questions_answer_and_a_named_target():
+    """`:lens 654081=` gave no rank column where `:lens` alone did; `:attrib` and `:patch` take a task's answer."""
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session("sort:6")
+    typed = run(session, ":lens 654081=")
+    assert typed.target == "0" and all(r.target_rank is not None for r in typed.rows)
+    named = run(session, ":lens 654081= target=5")
+    assert named.target == "5" and named.chosen and "'5': rank (p)" in plain(named)
+    assert "the target is '5'" in plain(named) and "true next" not in plain(named)
+    with pytest.raises(UserError, match=r"target must be one token, got 'x' \(not in the vocabulary\); give one "
+                                        r"character of the vocabulary, e\.g\. target=4"):
+        run(session, ":lens 654081= target=x")
+
+
+def test_patch_refuses_two_identical_prompts():
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    with pytest.raises(UserError, match=r"the two prompts are the same, '1234=': .* e\.g\. :patch 3141= 0141="):
+        run(tiny_session(), ":patch 1234= 1234=")
+
+
+def test_patch_names_the_ablation_where_the_clean_answer_is_lost():
+    from minitf_repl.commands.why import patch_reading
+
+    flat = patch_reading([[0.1]], ["a"], [[0.0]], gap=-2.0, ablated=True)
+    assert ":ablate off first if the part switched off is what broke the clean answer" in flat
+    assert "train first" in patch_reading([[0.1]], ["a"], [[0.0]], gap=-2.0)
+
+
+def test_attrib_leaves_out_parts_that_write_exactly_zero():
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session("sort:6")
+    run(session, ":train steps=4")
+    run(session, ":ablate head=0.1")
+    result = run(session, ":attrib 654081=")
+    text = " ".join(plain(result).split())
+    assert "head 0.1 +0.00" not in text and "head 0.0 " in text  # a row for the head that writes, none for 0.1
+    assert "1 part writes exactly 0, not listed (head 0.1); a part :ablate switches off writes nothing" in text

@@ -366,7 +366,8 @@ class LensRow:
 @dataclass
 class LensResult:
     prompt: str
-    target: str | None  # the true next token, when the prompt was taken from the data
+    # the true next token, where the data knows it (the default prompt, a task's question), or the one target= named
+    target: str | None
     rows: list[LensRow]  # "embed" first, then each block's middle and/or end, in the order they are computed
     at: str = "end"  # where in each block the lens reads: end (after the MLP), mid (after attention), both
     post_norm: bool = False  # norm_placement=post: each block's output is normalised already, and no ln_f reads it
@@ -375,6 +376,7 @@ class LensResult:
     # the token read last, where the head is tied to the embedding and the embed row's best guess is that token
     # itself (a row of W_E tends to score highest against itself); None otherwise
     reads_back: str | None = None
+    chosen: bool = field(default=False, metadata={"view_only": True})  # target= named the target: not the truth
 
 
 LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch has loaded (a test keeps them equal)
@@ -384,14 +386,23 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
     VIEW_TEXT,
     Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
                                            "mid (after its attention, before its MLP) or both"),
+    Param("target", str, blank=True, meta="CHAR",
+          help="the next token whose rank each layer gives, ␣ for a space (default: a task's answer, or the true "
+               "next token of the default prompt)"),
 ], json_version=6, guide="inside-views.md#the-lens-in-the-middle-of-each-block")  # fmt: skip
 def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
+    from ..core.bpe import shown_piece
+    from .why import one_token
+
     data = session.data
-    from_data = not args["prompt"]
     text, ids, _ = view_prompt(session, args["prompt"], reporter)
-    target = true_next(data, text) if from_data else None
+    # a typed question of a task has its answer too (as :attrib and :patch take it); a typed text has none unless given
+    target = args["target"] if args["target"] is not None else true_next(data, text)
     targets = None
-    if target is not None and target in data.tokenizer.stoi:
+    if args["target"] is not None:
+        targets = ids[1:] + [one_token(session, target)]
+        target = shown_piece(data.tokenizer, targets[-1])
+    elif target is not None and target in data.tokenizer.stoi:
         targets = ids[1:] + [data.tokenizer.stoi[target]]
     else:
         target = None
@@ -402,8 +413,6 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     at = args["at"] or "end"
     lens = logit_lens(session.model, ids, top=top, targets=targets, at=at, last_only=True)  # the view shows the last position
     from ..core.ablation import skipped_blocks
-
-    from ..core.bpe import shown_piece
 
     skipped = {f"blocks.{i}" for i in skipped_blocks(session.model)}
     rows = [
@@ -419,12 +428,14 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     echoed = (session.model_config.tie_embeddings and first is not None and len(first.top_ids[-1]) > 0
               and int(first.top_ids[-1][0]) == ids[-1])
     return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post",
-                      ablations=switched_off(session), unit=data.tokenizer.unit, reads_back=last if echoed else None)
+                      ablations=switched_off(session), unit=data.tokenizer.unit, reads_back=last if echoed else None,
+                      chosen=args["target"] is not None)
 
 
 @render.register(LensResult)
 def render_lens(result: LensResult, console: Console) -> None:
-    target = f"; the true next {result.unit} is {quoted(result.target)}" if result.target is not None else ""
+    which = "the target" if result.chosen else f"the true next {result.unit}"
+    target = f"; {which} is {quoted(result.target)}" if result.target is not None else ""
     say(console, f"logit lens at the last position of {quoted_end(result.prompt, 40)}{target}", "bold")
     where = {"end": "", "mid": " (.mid: after its attention, before its MLP)",
              "both": " (.mid: after its attention; then after its MLP)"}[result.at]
@@ -440,7 +451,8 @@ def render_lens(result: LensResult, console: Console) -> None:
         for i in range(k):
             table.add_column(("best guess" if i == 0 else f"#{i + 1}"), no_wrap=True)
         if with_target:
-            table.add_column("true: rank (p)", justify="right", no_wrap=True)
+            table.add_column(f"{quoted(result.target)}: rank (p)" if result.chosen else "true: rank (p)",
+                             justify="right", no_wrap=True)
         for r in result.rows:
             cells = [Text(r.layer) + (Text(" (skipped)", style="yellow") if r.skipped else "")]
             for ch, p in list(zip(r.guesses, r.probs))[:k]:

@@ -673,8 +673,11 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         note(console, f"this model has not trained yet: its router routes by its random initial weights, so these "
                       f"shares say nothing learned; {cmd('train')} first")
     for layer in result.skipped:  # the block still runs, so its router does: what it chose goes nowhere
-        note(console, f"block {layer} is skipped ({cmd('ablate', f'block={layer}')}): its routing is shown, but its "
-                      "experts write nothing now")
+        # with the block's attention off too (core.ablation._skip), its router reads a stream the whole model never
+        # makes: the shares differ from the block's own (22.7/14.3/22.7/40.4% against 21.1/19.0/34.1/25.8%)
+        note(console, f"block {layer} is skipped ({cmd('ablate', f'block={layer}')}): its experts write nothing now, "
+                      f"and its column is where its router would send a stream without the block's own attention, "
+                      f"not its routing in the whole model ({cmd('ablate', 'off')}, then {cmd('experts')}, shows that)")
     ablation_note(console, result.ablations)
 
 

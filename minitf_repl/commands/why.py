@@ -46,15 +46,20 @@ def one_token(session: Session, text: str, what: str = "target") -> int:
     tokenizer = session.data.tokenizer
     if text not in tokenizer.itos:  # the symbols the views draw whitespace with stand for it: target=␣ is a space
         text = "".join(TYPED.get(ch, ch) for ch in text)
-    ids = tokenizer.encode(text)
-    if len(ids) != 1:
+    try:
+        ids = tokenizer.encode(text)
+    except UserError:  # its fix was the prompt's ("remove it: sort has +0123456789= only"), not the target's
+        ids = None
+    if ids is None or len(ids) != 1:
         example = next((t for t in ("4", *tokenizer.itos) if len(t) == 1 and t.isalnum() and _one_id(tokenizer, t)),
                        None)
         space = f"{what}=␣ for a space" if _one_id(tokenizer, " ") else None
         shown = (f"e.g. {what}={example}" + (f" ({space})" if space else "") if example is not None else
                  f"e.g. {space}" if space else "")
-        raise UserError(f"{what} must be one token, got {clip(text)!r} ({count(len(ids), 'token')}); "
-                        f"give one {tokenizer.unit}{', ' + shown if shown else ''}")
+        got = "not in the vocabulary" if ids is None else count(len(ids), "token")
+        raise UserError(f"{what} must be one token, got {clip(text)!r} ({got}); "
+                        f"give one {tokenizer.unit}{' of the vocabulary' if ids is None else ''}"
+                        f"{', ' + shown if shown else ''}")
     return ids[0]
 
 
@@ -130,17 +135,24 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
     joined = re.split(r"(?<!\S)vs(?!\S)", text)  # the REPL joins the two words `abc vs` as "abc vs vs"
     parts = [p.strip() for p in joined] if len(joined) > 1 else text.split()
     if len(parts) != 2 or not all(parts):
-        example = getattr(data, "example", None)
-        if isinstance(example, str) and "=" in example:  # its question, and the same with one digit changed
-            pair = _task_pair(data, example.partition("=")[0] + "=")
-        else:
-            pair = _text_pair(data)
+        pair = _example_pair(data)
         given = [p for p in parts if p]  # what was typed, said: "give two prompts" alone left `a vs b vs c` a riddle
         shown = ", ".join(repr(clip(p, 20)) for p in given[:4]) + (", ..." if len(given) > 4 else "")
         got = f"got {count(len(given), 'prompt')} ({shown}); " if given else ""
         raise UserError(f"{got}give two prompts, the clean one and the corrupted one, e.g. {cmd('patch', pair)} (a "
                         "prompt with spaces in quotes, or CLEAN vs CORRUPT)")
+    if parts[0] == parts[1]:  # every fraction 0/0: it said "the same logit difference", never that they were one
+        raise UserError(f"the two prompts are the same, {parts[0]!r}: patching moves parts of one run into the other, "
+                        f"so they must differ, in a token or two; e.g. {cmd('patch', _example_pair(data))}")
     return parts[0], parts[1]
+
+
+def _example_pair(data) -> str:
+    """Two prompts for an example of :patch: a task's question and the same with one digit changed, else two texts."""
+    example = getattr(data, "example", None)
+    if isinstance(example, str) and "=" in example:
+        return _task_pair(data, example.partition("=")[0] + "=")
+    return _text_pair(data)
 
 
 # Text pairs for :patch's example, tried in order: the first whose two prompts the data's tokenizer reads as the same
@@ -177,20 +189,24 @@ def _alike(tokenizer, clean: str, corrupt: str) -> bool:
 
 
 def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]],
-                  gap: float | None = None, off: list[str] = ()) -> str:
+                  gap: float | None = None, off: list[str] = (), ablated: bool = False) -> str:
     """One line: the head that brings back the most, and where the stream holds the answer at the end; where the
     corruption hardly moves the logit difference (`gap` within core.patching.MIN_GAP of 0), that the fractions are
     noise; where it moves it the wrong way (the corrupted prompt favours the answer more), that they are upside
-    down. The heads `off` ("L.H", switched off by :ablate) are never named: theirs is a 0 by no merit of theirs."""
+    down. The heads `off` ("L.H", switched off by :ablate) are never named: theirs is a 0 by no merit of theirs.
+    `ablated`: something is switched off, which may be why the clean run no longer gives its answer (a sort model
+    with block 0 skipped): the fix names `:ablate off` before other prompts or training."""
     from ..core.patching import MIN_GAP
 
+    fix = (f"{cmd('ablate', 'off')} first if the part switched off is what broke the clean answer, else choose a "
+           "corrupted prompt that changes the answer" if ablated else
+           "choose a corrupted prompt that changes the answer (or train first)")
     if gap is not None and gap <= -MIN_GAP:
         return (f"the corrupted prompt favours the answer more than the clean one (z[answer] - z[foil] moves by "
-                f"{gap:+.3f}, the wrong way), so these fractions read upside down; choose a corrupted prompt that "
-                "changes the answer (or train first)")
+                f"{gap:+.3f}, the wrong way), so these fractions read upside down; {fix}")
     if gap is not None and gap < MIN_GAP:
         return (f"the corruption moves z[answer] - z[foil] by only {gap:+.3f}, so these fractions are noise over a "
-                "tiny difference; choose a corrupted prompt that changes the answer (or train first)")
+                f"tiny difference; {fix}")
     best = max(((v, layer, h) for layer, row in enumerate(heads) for h, v in enumerate(row)
                 if f"{layer}.{h}" not in off), default=None)
     if best is None and heads:
@@ -248,12 +264,13 @@ def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
         return shown_piece(data.tokenizer, i)  # differing positions went unlisted, and a byte by its escape (\xe4)
     resid, heads = r.resid.tolist(), r.heads.tolist()
     off = heads_off(session)
+    ablations = switched_off(session)
     return PatchResult(
         clean=clean, corrupt=corrupt, clean_tokens=[itos(i) for i in clean_ids],
         corrupt_tokens=[itos(i) for i in corrupt_ids], answer=itos(r.answer), foil=itos(r.foil),
         clean_diff=r.clean_diff, corrupt_diff=r.corrupt_diff, stream=r.stream, resid=resid, heads=heads,
-        reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff, off), same_answer=r.same_answer,
-        ablations=switched_off(session), off_heads=off, untrained=session.untrained,
+        reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff, off, bool(ablations)),
+        same_answer=r.same_answer, ablations=ablations, off_heads=off, untrained=session.untrained,
     )
 
 
@@ -422,7 +439,11 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     say(console, f"what writes the logit of {target} after {quoted_end(result.prompt, 40)}", "bold")
     note(console, f"{target}: logit {result.logit:.2f}, probability {result.prob:.3f}, rank {result.rank}; "
                   "each part's share, read through the final norm frozen at this input's scale")
-    shown = result.parts[:ATTRIB_ROWS]
+    # a part switched off by :ablate (a head, a skipped block's heads and MLP) writes exactly 0: such rows filled the
+    # list with "+0.00" and pushed parts that write something into "smaller parts"
+    silent = [p for p in result.parts if p.logit == 0.0]
+    written = [p for p in result.parts if p.logit != 0.0]
+    shown = written[:ATTRIB_ROWS]
     peak = max((abs(p.logit) for p in shown), default=0.0) or 1.0
     name_width = max((len(p.name) for p in shown), default=4)
     bar_width = max(4, min(40, console.width - name_width - 12))
@@ -435,9 +456,15 @@ def render_attrib(result: AttribResult, console: Console) -> None:
         else:
             line.append("█" * n, style="green" if p.logit > 0 else "red")
         console.print(line, highlight=False, no_wrap=True, overflow="ignore")
-    rest = result.parts[ATTRIB_ROWS:]
+    rest = written[ATTRIB_ROWS:]
     if rest:
         note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together")
+    if silent:
+        names = ", ".join(p.name for p in silent[:8]) + (", ..." if len(silent) > 8 else "")
+        # not each one's why: an untrained model's attention biases are 0 as well
+        why = f"; a part {cmd('ablate')} switches off writes nothing" if result.ablations else ""
+        verb = "writes" if len(silent) == 1 else "write"
+        note(console, f"{count(len(silent), 'part')} {verb} exactly 0, not listed ({names}){why}")
     total = sum(p.logit for p in result.parts)
     key = "█ adds to the logit, ░ takes away" if as_text else "green adds to the logit, red takes away"
     if result.norm_bias:
