@@ -141,3 +141,23 @@ def test_attrib_leaves_out_parts_that_write_exactly_zero():
     text = " ".join(plain(result).split())
     assert "head 0.1 +0.00" not in text and "head 0.0 " in text  # a row for the head that writes, none for 0.1
     assert "1 part writes exactly 0, not listed (head 0.1); a part :ablate switches off writes nothing" in text
+
+
+def test_ablate_off_puts_back_one_part():
+    """`:ablate off head=0.1` was refused ("off puts back every part on its own"): one part could not come back."""
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session("sort:6")
+    run(session, ":ablate head=0.1 mask")
+    result = run(session, ":ablate off head=0.1")
+    assert result.put_back == ["head 0.1"] and result.active == ["the causal mask"]
+    assert [str(a) for a in session.ablations] == ["the causal mask"]
+    assert "switched back on: head 0.1" in plain(result) and "switched off: the causal mask" in plain(result)
+    with pytest.raises(UserError, match=r"head 0\.0 is not switched off \(off now: the causal mask\); "
+                                        r":ablate off mask puts the causal mask back, :ablate off every part"):
+        run(session, ":ablate off head=0.0")
+    assert run(session, ":ablate off").put_back == ["the causal mask"] and not session.ablations
+    with pytest.raises(UserError, match="nothing is off now, so there is nothing to put back"):
+        run(session, ":ablate off head=0.1")

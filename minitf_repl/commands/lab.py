@@ -710,8 +710,8 @@ def complete_ablations(session) -> list[str]:
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
          params=[Param("what", str, positional=True, several=True, alone=("off",),
                        complete=complete_ablations,
-                       help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); "
-                            "none: what is off now")],
+                       help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all) | "
+                            "off PART (put that one back); none: what is off now")],
          pairs_in_text=True, interruptible=True, json_version=4)  # fmt: skip
 def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
     """Adds the ablations given (they stack: `head=0.1 head=1.0`, or with commas) and shows val loss with and
@@ -721,19 +721,30 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     what = (args["what"] or "").strip()  # none: what is switched off now, measured again
     parts = re.sub(r"\s*=\s*", "=", what.replace(",", " ")).split()  # `head = 0.1` is head=0.1
     off = [part for part in parts if part.lower() == "off"]
-    if off and len(parts) > 1:
-        raise UserError(f"off puts back every part on its own: {cmd('ablate', 'off')}")
     config = session.model_config
-    ablations = [] if off else [parse_ablation(part, config.n_layers, config.n_heads) for part in parts]
+    previous = list(session.ablations)
+    named = [parse_ablation(part, config.n_layers, config.n_heads) for part in parts if part.lower() != "off"]
+    if off and named:  # `off head=0.1`: that part alone back on, the others stay off
+        missing = [a for a in named if a not in previous]
+        if missing:
+            said = f"{', '.join(map(str, missing))} {'is' if len(missing) == 1 else 'are'} not switched off"
+            if not previous:
+                raise UserError(f"{said}: nothing is off now, so there is nothing to put back")
+            typed = {"head": lambda a: f"head={a.layer}.{a.head}", "block": lambda a: f"block={a.layer}"}
+            first = typed.get(previous[0].kind, lambda a: a.kind)(previous[0])
+            raise UserError(f"{said} (off now: {', '.join(map(str, previous))}); {cmd('ablate', 'off', first)} puts "
+                            f"{previous[0]} back, {cmd('ablate', 'off')} every part")
+    ablations = [] if off else named
     if any(ablation.kind == "mask" for ablation in ablations) and not config.causal:
         raise UserError(f"this model has no causal mask to switch off (causal=off); {cmd('set', causal=True)} "
                         "puts it back")
     trainer = session.trainer
-    previous = list(session.ablations)
     if ablations:
         now = [*previous, *ablations]
+    elif off:
+        now = [a for a in previous if a not in named] if named else []  # off: none, or all but the parts named
     else:
-        now = [] if what else previous  # off: none; nothing asked: the same parts, measured again
+        now = previous  # nothing asked: the same parts, measured again
     def progress(offset: int):  # one bar over both evaluations
         return lambda done, total: reporter.on_progress("ablate", offset * total + done, 2 * total)
 
@@ -757,13 +768,14 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
         raise
     graded = session.data.grade(prompt + text) if done is not None else None
     return AblateResult([str(a) for a in session.ablations], before, after, text, prompt, session.untrained,
-                        put_back=[str(a) for a in previous] if off else [], answer=graded)
+                        put_back=[str(a) for a in previous if a not in now] if off else [], answer=graded)
 
 
 @render.register(AblateResult)
 def render_ablate(result: AblateResult, console: Console) -> None:
     if result.put_back:  # `:ablate off` after parts were off: it said "nothing switched off", as if none had been
         say(console, Text("switched back on: ", style="green") + Text(", ".join(result.put_back)))
+    if result.put_back and not result.active:
         say(console, f"val loss {fmt.num(result.val_loss_before)}, the whole model's", "bold")
     elif not result.active:
         say(console, f"nothing switched off: val loss {fmt.num(result.val_loss_before)}", "green")
