@@ -39,7 +39,7 @@ from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
-from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, parse_line, prepare_args, reads_prose,
+from .parsing import (BOOL_WORDS, convert, near_bool, fits_first_option, missing_value, parse_line, prepare_args, reads_prose,
                       refuse_a_setting, shell_text)
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
@@ -211,7 +211,13 @@ class _Group(_FlagsUntyped, TyperGroup):
                 sys.exit(0)
             return 0
         args = _other_name(_help_word(typed, self.commands, self.params), self.commands, self.params)
-        args = _flag_words(args, self.commands, self.params)
+        try:
+            args = _flag_words(args, self.commands, self.params)
+        except UserError as e:  # `--cache of`: a line refused before the command runs, said as Click's errors are
+            _command_line_error(str(e))
+            if standalone_mode:
+                sys.exit(2)
+            return 2
         _TYPED.set(list(args))
         _ROOT_OPTIONS[0] = self.params
         try:
@@ -579,6 +585,8 @@ def _flag_words(args: list[str], commands, options=()) -> list[str]:
         flag = flags.get(name)
         if flag is not None and not eq and i + 1 < len(args) and args[i + 1].lower() in BOOL_WORDS:
             eq, value, i = "=", args[i + 1], i + 1  # `--cache off`: the word after the flag is its value
+        elif flag is not None and not eq and i + 1 < len(args):
+            near_bool(name, args[i + 1])  # `--cache of`: a typo of one, not text
         if flag is not None and eq and value.lower() in BOOL_WORDS:
             out.append(flag.opts[0] if BOOL_WORDS[value.lower()] else flag.secondary_opts[0])
         else:

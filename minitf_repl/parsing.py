@@ -38,6 +38,22 @@ class _Clear:
 CLEAR = _Clear()
 
 BOOL_WORDS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+
+
+def near_bool(flag: str, word: str) -> None:
+    """UserError where the word after an on/off option written alone (`--cache of`) is one letter from an on/off word:
+    the option was read as on, and the word joined the text (`gen hello --cache of` generated from "hello of", with
+    the cache on). Another word is text, as the option alone is on (`--cache maybe` too: no typo of one)."""
+    import difflib
+
+    lower = word.lower()
+    if lower in BOOL_WORDS or not lower.isalpha() or len(lower) > 6:
+        return
+    # not the two-letter words: "now" and "one" are a letter from "no" and "on", and often a text's first word
+    close = difflib.get_close_matches(lower, [w for w in BOOL_WORDS if w.isalpha() and len(w) > 2], n=1, cutoff=0.75)
+    if close:
+        raise UserError(f"{flag} {word}: did you mean {flag} {close[0]}? An on/off option takes on or off (or "
+                        f"true/false, yes/no, 1/0); a word after it that is none of those is read as text")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 def show_value(value) -> str:
     """A value as a message shows it: text quoted and clipped, the rest as Python writes it."""
@@ -545,6 +561,8 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 value = "on"
                 if nxt is not None and nxt.quoted_from is None and nxt.text.lower() in BOOL_WORDS:
                     value, i = nxt.text, i + 1
+                elif nxt is not None and nxt.quoted_from is None:
+                    near_bool(typed if short is not None else f"--{param.name}", nxt.text)
             elif nxt is None:
                 raise missing_value(typed if short is not None else f"--{param.name}", param)
             else:

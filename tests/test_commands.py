@@ -271,7 +271,7 @@ def test_option_names_match_the_contract():
     assert names["train"] == ["steps", "lr", "batch_size", "data", "eval_every", "seed", "save", "schedule", "watch",
                               "prompt", "layer"]
     assert names["patch"] == ["prompts", "target"] and names["attrib"] == ["prompt", "target"]
-    assert names["lens"] == ["prompt", "at"]
+    assert names["lens"] == ["prompt", "at", "target"]
     assert REGISTRY["train"].find_param("batch").name == "batch_size"  # the short spelling still works
     assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "gen_seed", "cache", "show", "raw"]
     assert REGISTRY["gen"].find_param("seed").name == "gen_seed"

@@ -161,3 +161,60 @@ def test_ablate_off_puts_back_one_part():
     assert run(session, ":ablate off").put_back == ["the causal mask"] and not session.ablations
     with pytest.raises(UserError, match="nothing is off now, so there is nothing to put back"):
         run(session, ":ablate off head=0.1")
+
+
+# --- sampling and decoding (a helper checked them against its own softmax, top-k and top-p) -------------------------
+@pytest.mark.parametrize("line, meant", [(":gen hello --cache of", "--cache off"), (":gen --cache ture hi", "--cache true"),
+                                         (":gen hi --cache offf", "--cache off")])
+def test_an_on_off_options_misspelt_value_is_refused_not_read_as_text(line, meant):
+    """`:gen hello --cache of` generated from "hello of" with the cache on."""
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    with pytest.raises(UserError, match=f"did you mean {meant}\\?"):
+        run(tiny_session("pydoc"), line)
+
+
+def test_an_on_off_option_alone_still_takes_text_after_it():
+    from test_commands import run, tiny_session
+
+    session = tiny_session("pydoc")
+    for line in (":gen --cache now n=2", ":gen --cache maybe n=2", ":gen hi --cache one n=2"):
+        assert run(session, line).cache  # "now" and "one" are a letter from "no" and "on", and text
+
+
+def test_shell_refuses_a_misspelt_on_off_value_in_one_line():
+    from test_cli import invoke
+
+    result = invoke("gen", "hello", "--cache", "of", "--n", "2")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "error: --cache of: did you mean --cache off? An on/off option takes on or off (or true/false, yes/no, 1/0); "
+        "a word after it that is none of those is read as text"], result.stderr
+
+
+def test_gen_json_gives_no_seed_where_a_drawn_one_decided_nothing():
+    """Greedy after a given prompt, gen --json gave a seed that changed every run (step --json gives null)."""
+    from test_cli import invoke
+
+    greedy = json.loads(invoke("gen", "hello", "--n", "3", "--temperature", "0", "--json").stdout)
+    assert greedy["seed"] is None and greedy["seed_drawn"] is False
+    given = json.loads(invoke("gen", "hello", "--n", "3", "--temperature", "0", "--seed", "5", "--json").stdout)
+    assert given["seed"] == 5  # given: said back, as typed
+    drawn = json.loads(invoke("gen", "hello", "--n", "3", "--json").stdout)
+    assert isinstance(drawn["seed"], int) and drawn["seed_drawn"] is True
+
+
+def test_kv_says_a_refilled_cache_saved_nothing():
+    from minitf_repl.commands.worked import KvStep
+    from test_commands import run, tiny_session
+    from test_render import text_of
+    from test_sweep_bh import replace_steps
+
+    result = run(tiny_session(), ":kv 31 n=4")
+    steps = [KvStep("e", "e", 64, 64, 64, True, 0.0) for _ in range(3)]
+    slow = replace_steps(result, steps)
+    slow.cached_seconds, slow.naive_seconds = 0.0114, 0.0059
+    text = " ".join(text_of(slow, 100).split())
+    assert "192 with the cache, 192 without" in text and "so few positions" not in text, text
+    assert "the cache ran as many positions as the loop without it, so it saved no arithmetic" in text

@@ -75,7 +75,9 @@ class GenResult:
     off_task: str | None = None  # a task: the prompt is no question of it (or lacks its '='), and what one is
     # a task: n ran out before the answer after the question was whole, so it is not graded: how far it got, the fix
     unfinished: str | None = None
-    seed: int | None = None  # the sampling seed used: gen_seed, or one drawn for this call when gen_seed was none
+    # the sampling seed used: gen_seed, or one drawn for this call when gen_seed was none; none where a drawn one
+    # decided nothing (greedy after a given prompt: the JSON gave a number that changed every run and meant nothing)
+    seed: int | None = None
     # gen_seed was none: `seed` was drawn here, and seed=SEED gives the same text again (False where the seed decided
     # nothing: greedy text after a given prompt)
     seed_drawn: bool = False
@@ -98,12 +100,12 @@ class GenResult:
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
                "by default, and always in a terminal, they are shown escaped (\\x1b)"),
-], aliases=("generate",), takes_plain_text=True, json_version=7)  # fmt: skip
+], aliases=("generate",), takes_plain_text=True, json_version=8)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
     given = [k for k, v in args.items() if v is not None]
     sampling_notes(settings, given, session.sampling_model.config.vocab_size, reporter)
-    drawn = settings.gen_seed is None
+    drawn = unseeded = settings.gen_seed is None
     if drawn:  # a fresh seed, kept, so that a text worth keeping can be had again (and a task's question with it)
         settings = settings.replace(gen_seed=drawn_seed())
     tokenizer = session.data.tokenizer
@@ -194,7 +196,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         answer=graded,
         off_task=off_task,
         unfinished=unfinished,
-        seed=settings.gen_seed,
+        seed=None if unseeded and not drawn else settings.gen_seed,  # a drawn seed that decided nothing is none
         seed_drawn=drawn,
         cache_off=None if exact or not settings.cache else
         "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "

@@ -979,7 +979,12 @@ def render_kv(result: KvResult, console: Console) -> None:
                   f"{count(result.n_kv_heads, 'key/value head')} x {result.head_dim} numbers) x {length}{window}")
     faster = result.naive_seconds / max(result.cached_seconds, 1e-9)
     # not "a small model's": a 12 x 768 model decoding a few dozen positions is no arithmetic-bound step either
-    why = (": a step over so few positions costs mostly what does not grow with them (every weight read once, "
+    # where the cache ran as many positions as the naive loop (a prompt past the window refills it every step), it
+    # saved nothing to be slow about: "so few positions" was said of 192 positions run both ways
+    same = cached >= naive
+    why = (": the cache ran as many positions as the loop without it, so it saved no arithmetic, and the two times "
+           "differ by its bookkeeping and the machine's noise" if same and faster < 1 else
+           ": a step over so few positions costs mostly what does not grow with them (every weight read once, "
            "fixed overheads), not arithmetic per position" if faster < 0.7 * naive / max(cached, 1) else "")
     note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
                   f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
