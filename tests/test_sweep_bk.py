@@ -218,3 +218,19 @@ def test_kv_says_a_refilled_cache_saved_nothing():
     text = " ".join(text_of(slow, 100).split())
     assert "192 with the cache, 192 without" in text and "so few positions" not in text, text
     assert "the cache ran as many positions as the loop without it, so it saved no arithmetic" in text
+
+
+# --- the charts (a helper read them against the report and its own torch) -------------------------------------------
+def test_induction_chart_draws_what_even_attention_scores():
+    """`:plot what=induction` spread four heads at 0.032 to 0.034 over the whole height, with no reference."""
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session("pydoc")
+    run(session, ":train steps=4 eval_every=2 watch=heads")
+    result = run(session, ":plot what=induction")
+    frames = [f for f in session.watch_frames if f.heads]
+    assert result.even is not None and result.even == frames[-1].even_induction
+    text = " ".join(plain(result).split())
+    assert f"even attention {result.even:.3f}" in text and "head L.H is block L's head H" in text
+    assert "(nats)" in " ".join(plain(run(session, ":plot")).split())  # the loss chart's unit

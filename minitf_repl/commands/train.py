@@ -202,7 +202,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=19)  # fmt: skip
+], json_version=20)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -959,6 +959,9 @@ class PlotResult:
     # a chart of watched frames: the model's step where it has trained on since the last frame (an unwatched :train
     # after the watched one), so that the chart's end is not read as the model's; None: the frames reach it
     model_step: int | None = None
+    # induction: the score of a head that attends evenly, drawn as a level: four heads at 0.032 to 0.034 zigzagged
+    # over the whole height, with nothing to say that even attention scores 0.033
+    even: float | None = None
 
 
 def plot_levels(counters: list[tuple[int, float]]) -> list[PlotLevel]:
@@ -1049,7 +1052,7 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
                                          "the interactive shell's session, not in a checkpoint: lens_rank from "
                                          "watch=lens, block_grad from watch=grad, copying and induction from "
                                          "watch=heads, context from watch=context)", choices=PLOT_WHAT)],
-         json_version=4)  # fmt: skip
+         json_version=5)  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
     if what in WATCHED:
@@ -1085,7 +1088,9 @@ def _watched_plot(session: Session, what: str) -> PlotResult:
                             + ("with no repeated token, so no head has an induction score" if what == "induction"
                                else "which has no first copy and repeat")
                             + f"; {cmd('train', watch='heads')} without prompt= watches the repeated random tokens")
-        return PlotResult(what, series, session.data.tokenizer.vocab_size if what == "copying" else None)
+        evens = [f.even_induction for f in session.watch_frames if f.heads and f.even_induction is not None]
+        return PlotResult(what, series, session.data.tokenizer.vocab_size if what == "copying" else None,
+                          even=evens[-1] if what == "induction" and evens else None)
     if what == "context":
         series = context_series(session.watch_frames)
         if not series:
@@ -1148,15 +1153,17 @@ PLOT_HINTS = {"lens_rank": "charts the true token's rank", "block_grad": "charts
 
 
 def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None,
-                 counters: list[PlotLevel] = (), joined: bool = False, log_y: bool = False):
+                 counters: list[PlotLevel] = (), joined: bool = False, log_y: bool = False, unit: str = "",
+                 levels: list[Level] = ()):
     """The curves of a history on the one chart (render.chart), the loss ones against ln(V) when V is given and
-    against the counters' val losses (:ngram) when there are any; `joined`: dots between each curve's points (a
-    watch= view's, made at the evaluations only); `log_y`: on a log axis."""
+    against the counters' val losses (:ngram) when there are any, and any other `levels`; `joined`: dots between
+    each curve's points (a watch= view's, made at the evaluations only); `log_y`: on a log axis; `unit`: the y
+    axis's, said in the legend."""
     curves = [Curve(s.name, s.steps, s.values,
                     *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")), joined=joined)
               for k, s in enumerate(series)]
-    return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size),
-                 levels=counter_levels(counters), log_y=log_y)
+    return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size), unit=unit,
+                 levels=[*counter_levels(counters), *levels], log_y=log_y)
 
 
 SPIKES = ("grad_norm", "block_grad")  # where one step's value matters: a spike a narrow chart averages away is said
@@ -1210,10 +1217,16 @@ def render_plot(result: PlotResult, console: Console) -> None:
         series = [series[round(k * (len(series) - 1) / (most - 1))] for k in range(most)]
     values = [v for s in series for v in s.values]
     log_y = result.what in LOG_CHARTS and spans_orders(values)
+    even = [Level(result.even, "e", f"even attention {result.even:.3f}")] if result.even is not None else []
     drawn = series_chart(series, console.width, 12,
                          result.vocab_size if result.what in ("loss", "copying", "context") else None,
-                         result.counters, joined=result.what in WATCHED, log_y=log_y)
+                         result.counters, joined=result.what in WATCHED, log_y=log_y,
+                         unit="nats" if result.what in ("loss", "copying", "context") else "", levels=even)
     console.print(drawn)
+    if result.even is not None:
+        note(console, f"head L.H is block L's head H; e┄: {result.even:.3f}, the score of a head that spreads its "
+                      "attention evenly over the earlier positions: a head far above it looks at the token after an "
+                      "earlier copy, as an induction head does, and curves near it are noise")
     if log_y:  # a blow-up (one gradient norm of 5e4 among 1s) flattened every other point onto one row
         finite = [v for v in values if math.isfinite(v)]
         note(console, f"the values span {math.log10(max(finite) / min(finite)):.0f} orders of magnitude "

@@ -141,6 +141,9 @@ class WatchFrame:
     repeat: int | None = None  # heads: h, each random sequence's block (None: scored on the prompt)
     first_copy: float | None = None  # heads: the loss on the first copy's tokens (nats)
     second_copy: float | None = None  # heads: the loss on the repeat's tokens, which context gives away
+    # heads: the induction score of a head that attends evenly to keys 0..i, what a score is read against (None: no
+    # query had an earlier copy to score)
+    even_induction: float | None = None
     vocab: list[str] = field(default_factory=list)  # embed: every token drawn, by id (the prompt's on top)
     left_out: int = 0  # embed: the tokens not drawn: an untied model's that the training text never holds
     coords: Grid | list = field(default_factory=list,  # embed: each token's [x, y] on W_E's two main directions
@@ -250,6 +253,8 @@ class Watcher:
             frame.tokens = [self.names()[i] for i in tokens[0].tolist()]
         roles = head_roles(model, tokens, repeat, sweep=False)  # a frame shows patterns: no pass per head
         frame.repeat, frame.first_copy, frame.second_copy = repeat, roles.first_copy, roles.second_copy
+        even = roles.uniform["induction"]
+        frame.even_induction = None if math.isnan(even) else even
         for h in roles.heads:
             known = [v for v in h.scores.values() if not math.isnan(v)]  # nan: no query had that role's keys
             score = h.scores[h.role] if h.role else max(known, default=math.nan)
