@@ -234,3 +234,20 @@ def test_induction_chart_draws_what_even_attention_scores():
     text = " ".join(plain(result).split())
     assert f"even attention {result.even:.3f}" in text and "head L.H is block L's head H" in text
     assert "(nats)" in " ".join(plain(run(session, ":plot")).split())  # the loss chart's unit
+
+
+def test_a_watched_curve_says_which_of_its_points_are_drawn_over():
+    """A lens rank of 2 on rank 1's row under ✚ read as the block having the answer; only a wholly hidden curve
+    was flagged."""
+    from minitf_repl.render.chart import Curve, hidden_under
+
+    curves = [Curve("blocks.0", [0, 1, 2], [2, 2, 3], "▲", "red", joined=True),
+              Curve("blocks.3", [0, 1, 2], [1, 1, 1], "✚", "green", joined=True)]
+    cells = [[(0, 0), (1, 0), (2, 1)], [(0, 0), (1, 0), (2, 0)]]
+    owner = {(0, 0): 1, (1, 0): 1, (2, 1): 0, (2, 0): 1}
+    assert hidden_under(0, curves, cells, owner) == " (2 of 3 points under ✚)"
+    assert hidden_under(1, curves, cells, owner) == ""
+    loss = [Curve("train", [0, 1], [2, 1], "•", "cyan"), curves[1]]  # a loss chart's curve says nothing of a few
+    assert hidden_under(0, loss, cells, owner) == ""
+    owner[(2, 1)] = 1
+    assert hidden_under(0, curves, cells, owner) == " (under ✚)"

@@ -346,7 +346,8 @@ def test_the_reports_y_axis_labels_are_distinct_on_a_narrow_range_as_the_termina
 def legend_glyphs(shown: str) -> list[str]:
     import re
 
-    legend = re.sub(r"\(under [^)]*\)", "", shown.split("└")[1]).splitlines()[2:]  # not the glyphs a curve is under
+    # not the glyphs a curve, or some of its points, are under
+    legend = re.sub(r"\((\d+ of \d+ points )?under [^)]*\)", "", shown.split("└")[1]).splitlines()[2:]
     return [word for line in legend for word in line.split() if len(word) == 1 and not word.isalnum()]
 
 

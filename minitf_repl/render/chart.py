@@ -235,11 +235,19 @@ def axis_labels(y0: float, y1: float, log_y: bool = False, rows: int | None = No
 def hidden_under(k: int, curves: list[Curve], cells: list[list[tuple[int, int]]],
                  owner: dict[tuple[int, int], int]) -> str:
     """What the legend adds to curve k when none of its points shows, each drawn over by a later curve's: the
-    glyphs it is under (else a reader looks for a glyph the chart does not draw)."""
+    glyphs it is under (else a reader looks for a glyph the chart does not draw). A watched view's curve (joined: a
+    point an evaluation) says so of some of its points too: block 0's lens rank 2 drawn on rank 1's row under ✚
+    read as block 0 having the answer already. (A loss chart's hundreds of train points under val's are no news.)"""
     over = {owner[cell] for cell in cells[k]}
-    if not over or k in over:
+    if not over or k in over and not curves[k].joined:
         return ""
-    return " (under " + " ".join(curves[j].glyph for j in sorted(over)) + ")"
+    if k not in over:
+        return " (under " + " ".join(curves[j].glyph for j in sorted(over)) + ")"
+    under = [cell for cell in dict.fromkeys(cells[k]) if owner[cell] != k]
+    if not under:
+        return ""
+    glyphs = " ".join(curves[j].glyph for j in sorted({owner[cell] for cell in under}))
+    return f" ({len(under)} of {len(dict.fromkeys(cells[k]))} points under {glyphs})"
 
 
 def legend_lines(entries: list[Text], width: int) -> Text:
