@@ -251,3 +251,48 @@ def test_a_watched_curve_says_which_of_its_points_are_drawn_over():
     assert hidden_under(0, loss, cells, owner) == ""
     owner[(2, 1)] = 1
     assert hidden_under(0, curves, cells, owner) == " (under ✚)"
+
+
+# --- evaluation tools (a helper recomputed them with its own counters and decoding) ---------------------------------
+def test_score_stars_no_position_where_the_counter_reads_all_the_model_did():
+    """`:score 'x the' counter=3` starred t = 0, "the model read further back", where both had read 'x' alone."""
+    from minitf_repl.commands.inside import ScoreResult, beats_counter
+
+    result = ScoreResult.__new__(ScoreResult)
+    result.counter, result.counted = 3, [True] * 4
+    result.target_probs, result.losses, result.counter_losses = [0.4] * 4, [0.9] * 4, [2.3] * 4
+    assert [beats_counter(result, t) for t in range(4)] == [False, False, True, True]
+
+
+def test_context_counts_a_tasks_counter_as_ngram_does(monkeypatch):
+    """:context said "the counter is minitf ngram's" and on a task counted other training questions (seed + 1)."""
+    import torch
+
+    from minitf_repl.core import context
+    from minitf_repl.core.data import Task
+
+    seeds = []
+    real = context.train_counter
+    monkeypatch.setattr(context, "train_counter", lambda data, n, T, seed=0: seeds.append(seed) or real(data, n, T, seed))
+    x = torch.zeros(2, 4, dtype=torch.long)
+    context._counter_nll(Task("sort", 2), x, x, 3, seed=5)
+    assert seeds == [0]  # :ngram's own
+
+
+def test_context_on_a_task_says_where_both_read_the_same():
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session("sort:1")
+    run(session, ":train steps=30")
+    text = " ".join(plain(run(session, ":context counter=3")).split())
+    assert "position 0 predicts no counted token" in text and "so position 1 is the one scored" in text, text
+    if "stays under the" in text:
+        assert "both read the same characters, so the gap there is not reading further back" in text, text
+
+
+@pytest.mark.parametrize("p, shown", [(0.000556, "5.6e-04"), (0.00096, "0.001"), (0.0012, "0.001"), (0.5, "0.500")])
+def test_a_probability_under_a_thousandth_is_not_rounded_up_to_it(p, shown):
+    from minitf_repl.commands.inside import prob_text
+
+    assert prob_text(p) == shown

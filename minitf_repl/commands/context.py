@@ -294,9 +294,17 @@ def readings(result: ContextResult) -> list[str]:
                          f"it, it has counted noise")
         elif curve.below_counter_from is not None:
             end = "the end" if not past(curve) else f"the end of its window ({T - 1})"
-            lines.append(f"from position {curve.below_counter_from} to {end} the model stays under the {gram(n)} "
-                         f"counter, which reads {reads(n, unit)}: what the model reads and a table of counts "
-                         f"cannot use")
+            said = (f"from position {curve.below_counter_from} to {end} the model stays under the {gram(n)} "
+                    f"counter, which reads {reads(n, unit)}")
+            if curve.below_counter_from < n - 1:
+                # position p reads p + 1 tokens: up to n - 2 the counter reads all the model does (sort:1's position
+                # 1 reads '1=', the trigram's two), so the gap there is no reach: a held-out question the table never
+                # counted, which the model answers from what it learned of the others
+                lines.append(f"{said}; up to position {n - 2} both read the same {unit}s, so the gap there is not "
+                             f"reading further back but what the model makes of them where the table has few or no "
+                             f"counts (a task's held-out questions: none)")
+            else:
+                lines.append(f"{said}: what the model reads and a table of counts cannot use")
         else:  # past its window, of the positions it trained on: the rows after them may well be under the counter
             ends = "ends" if not past(curve) else f"ends the window it trained on (position {T - 1})"
             lines.append(f"the model {ends} above the {gram(n)} counter, which reads {reads(n, unit)} (each curve "
@@ -380,9 +388,12 @@ def notes(result: ContextResult, console: Console) -> None:
     curve = result.curve
     if not all(curve.counted):
         scored = [i for i, n in enumerate(curve.counted) if n]
-        note(console, f"positions {spans([i for i, n in enumerate(curve.counted) if not n])} predict no counted token: "
-                      f"a task's loss counts the answer only (the question is given), so positions {spans(scored)} "
-                      f"are the ones scored")
+        unscored = [i for i, n in enumerate(curve.counted) if not n]
+        verb, are = ("predicts", "is") if len(unscored) == 1 else ("predict", "are")
+        note(console, f"{'position' if len(unscored) == 1 else 'positions'} {spans(unscored)} {verb} no counted token: "
+                      f"a task's loss counts the answer only (the question is given), so "
+                      f"{'position' if len(scored) == 1 else 'positions'} {spans(scored)} "
+                      f"{'is the one' if len(scored) == 1 else 'are the ones'} scored")
     if curve.counter is not None:
         reads_up_to = (f"reads the window's {result.unit}s up to it, at most "
                        f"{count(read_order(curve) - 1, result.unit)}" if read_order(curve) >= 2 else

@@ -241,10 +241,11 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
 
 def prob_text(p: float) -> str:
     """A probability to 3 decimals, or, below what they show, to 2 significant digits: over an 8,000-token vocabulary
-    the token picked had "probability 0.000"."""
+    the token picked had "probability 0.000". Three decimals from 0.00095 on, where they round to 0.001 or more: a
+    p of 0.000556 read "0.001" beside its -ln p of 7.494 (-ln 0.001 is 6.9)."""
     if p <= 0:
         return "0"
-    return f"{p:.3f}" if p >= 0.0005 else f"{p:.1e}"
+    return f"{p:.3f}" if p >= 0.00095 else f"{p:.1e}"
 
 
 def _step_table(result: StepResult, console: Console, greedy: bool, as_text: bool, dropped: set[str]) -> Table:
@@ -715,7 +716,10 @@ COUNTER_SURE = 0.2
 
 
 def beats_counter(result: ScoreResult, t: int) -> bool:
-    return (result.counted[t] and result.target_probs[t] >= COUNTER_SURE
+    """Whether the model knew the token after position t far better than the counter, having read further back: from
+    t = n - 1 on, where the model has read more than the counter's n - 1 tokens (before it both read tokens 0..t, and
+    "the model read further back" was said of t = 0, where the gap is what each made of the same token)."""
+    return (result.counted[t] and t >= (result.counter or 1) - 1 and result.target_probs[t] >= COUNTER_SURE
             and result.counter_losses[t] - result.losses[t] >= COUNTER_GAIN)
 
 
@@ -738,7 +742,9 @@ def counter_words(result: ScoreResult, starred: bool = False) -> str:
     words = (f"the {n}-gram counter, which {reads}, scores {result.counter_loss:.4f} on this text against the "
              f"model's {result.loss:.4f}")
     if not ahead:
-        return words + (f"; at no position did the model give the true next {result.unit} p >= {COUNTER_SURE} "
+        where = (f"at no position from t = {n - 1} on (where the model has read more than the counter)" if n > 1 else
+                 "at no position")
+        return words + (f"; {where} did the model give the true next {result.unit} p >= {COUNTER_SURE} "
                         f"with a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's")
     best = max(ahead, key=lambda t: result.counter_losses[t] - result.losses[t])
     marked = "marked *" if starred else "in bold"  # as counter_cell shows them

@@ -160,8 +160,11 @@ def _counter_nll(data, x: torch.Tensor, y: torch.Tensor, order: int, seed: int =
 
     Data made on the fly (random tokens, a repeat) draws the same tokens for "val" as for "train" from the same
     seed: the counter is counted on batches of seed `seed` + 1, never those of the windows (seed `seed`), which a
-    counter counted on them would know by heart (a 6-gram's 0.22 nats on random tokens, under ln 50 = 3.91)."""
-    table = train_counter(data, order, x.shape[1], seed=seed + 1)
+    counter counted on them would know by heart (a 6-gram's 0.22 nats on random tokens, under ln 50 = 3.91). A task
+    holds its validation questions out of training whatever the seed: its counter is :ngram's own, of seed 0 (seed + 1
+    counted other training questions, and its losses differed from :ngram's for the same order)."""
+    own = 0 if hasattr(data, "is_val") else seed + 1
+    table = train_counter(data, order, x.shape[1], seed=own)
     text = torch.cat([x, y[:, -1:]], dim=1)  # the window and the token after it (-1: not known, not counted)
     return -table.by_order(text, order)[-1][:, 1:].log()  # column j + 1: the token after position j
 
