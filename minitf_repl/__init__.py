@@ -19,6 +19,7 @@ _EXPORTS = {
     "KVCache": "minitf_repl.core.model",
     "CharTokenizer": "minitf_repl.core.data",
     "load_data": "minitf_repl.core.data",
+    "load_model": "minitf_repl.core.checkpoint.loading",
     "Trainer": "minitf_repl.core.train",
     "generate": "minitf_repl.core.generate",
     "trace": "minitf_repl.core.trace",

@@ -296,3 +296,21 @@ def test_a_probability_under_a_thousandth_is_not_rounded_up_to_it(p, shown):
     from minitf_repl.commands.inside import prob_text
 
     assert prob_text(p) == shown
+
+
+def test_load_model_brings_a_shell_trained_model_to_python(tmp_path):
+    """From a notebook a model trained in the shell took three names of core.checkpoint.loading."""
+    import torch
+
+    from minitf_repl import load_model
+    from minitf_repl.core.errors import CheckpointError
+    from test_cli import invoke
+
+    assert invoke("--checkpoint-dir", str(tmp_path), "--data", "sort:2", "train", "--steps", "3").exit_code == 0
+    model, data = load_model("autosave", tmp_path)
+    assert not model.training and data.name == "sort"
+    ids = data.tokenizer.encode("31=")
+    logits, _ = model(torch.tensor([ids]))
+    assert logits.shape == (1, 3, data.tokenizer.vocab_size)
+    with pytest.raises(CheckpointError, match="no checkpoint named 'nosuch'"):
+        load_model("nosuch", tmp_path)

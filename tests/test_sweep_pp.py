@@ -197,7 +197,14 @@ def python_snippets() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("where, code", python_snippets(), ids=[where for where, _ in python_snippets()])
-def test_every_python_example_in_the_docs_runs_as_written(where, code, capsys):
+def test_every_python_example_in_the_docs_runs_as_written(where, code, capsys, tmp_path, monkeypatch):
+    if "load_model(" in code:  # a model trained in the shell, loaded by name: one saved where a user's would be
+        from test_cli import invoke
+
+        monkeypatch.chdir(tmp_path)
+        folder = str(tmp_path / "checkpoints")
+        assert invoke("--checkpoint-dir", folder, "--set", "n_layers=1", "train", "--steps", "2").exit_code == 0
+        capsys.readouterr()
     exec(compile(code, where, "exec"), {"__name__": "__docs__"})  # docs/code.md's used idx and targets undefined
     assert capsys.readouterr().out  # it shows what it says it shows
 
