@@ -243,7 +243,8 @@ class Command:
             if p.refusal is not None:
                 continue
             if p.positional:
-                parts.append(p.name.upper() if p.required else f"[{p.name.upper()}]")
+                named = p.meta or p.name.upper()  # :patch CLEAN CORRUPT, as its help and the docs name the two
+                parts.append(named if p.required else f"[{named}]")
             elif p.type is bool and p.default is False:
                 parts.append(f"[--{p.name}]")
             else:

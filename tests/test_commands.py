@@ -290,7 +290,7 @@ def test_usage_lines():
     assert REGISTRY["train"].usage() == (":train [steps=N] [lr=X] [batch_size=N] [data=NAME] [eval_every=N] [seed=N] "
                                          "[save=NAME] [schedule=new|continue] [watch=attn|lens|samples|grad|heads|embed|context] "
                                          "[prompt=TEXT] [layer=N]")
-    assert REGISTRY["patch"].usage() == ":patch [PROMPTS] [target=CHAR]"
+    assert REGISTRY["patch"].usage() == ":patch CLEAN CORRUPT [target=CHAR]"
     assert REGISTRY["gen"].usage().startswith(":gen [PROMPT] [n=N] [temperature=X]")
     assert REGISTRY["shapes"].usage() == ":shapes [PROMPT] [layer=N] [--all]"
     assert REGISTRY["set"].usage() == ":set key=value ... | :set KEY ..."

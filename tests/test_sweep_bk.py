@@ -314,3 +314,29 @@ def test_load_model_brings_a_shell_trained_model_to_python(tmp_path):
     assert logits.shape == (1, 3, data.tokenizer.vocab_size)
     with pytest.raises(CheckpointError, match="no checkpoint named 'nosuch'"):
         load_model("nosuch", tmp_path)
+
+
+def test_ngram_says_its_train_loss_is_read_on_part_of_a_long_text(tmp_path):
+    """pydoc's unigram read 3.248 "on the 418,543 characters" where counts alone over all of them give 3.253."""
+    from minitf_repl.core import ngram
+    from test_commands import run
+    from test_render import plain
+    from minitf_repl.session import Session
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+
+    path = tmp_path / "text.txt"
+    path.write_text("the cat sat on the mat. " * 2000, encoding="utf-8")
+    session = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16), TrainConfig(),
+                      data_spec=str(path), device_name="cpu")
+    result = run(session, ":ngram n=2 sample=off")
+    assert result.train_scored == result.train_tokens - 1  # all of it: nothing said
+    assert "train loss: on the first" not in plain(result)
+    old = ngram.TRAIN_SCORED
+    try:
+        ngram.TRAIN_SCORED = 1000
+        ngram._kept = (None, None)
+        result = run(session, ":ngram n=2 sample=off")
+    finally:
+        ngram.TRAIN_SCORED = old
+    assert result.train_scored == 1000
+    assert f"train loss: on the first 1,000 positions of the {result.train_tokens:,} counted" in plain(result)

@@ -225,7 +225,9 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
                 if formula:
                     say(console, formula, "italic dim", indent=4)
     total = result.n_params or sum(r.n_params for r in result.records)
-    summary = f"{count(len(result.records), 'step')}, {count(result.n_layers, 'layer')}, {count(total, 'parameter')}"
+    # "50 steps" beside a status bar's training step read as 50 training steps: these are the forward pass's
+    summary = (f"{count(len(result.records), 'step')} of one forward pass, {count(result.n_layers, 'layer')}, "
+               f"{count(total, 'parameter')}")
     unrun = _unrun_params(result)
     if unrun:  # an expert no token was routed to runs on nothing: without this its parameters vanish unsaid
         # every block's, the folded ones' too: "100,608 did not run (100,608 in blocks.0)" left out eleven blocks'

@@ -98,6 +98,9 @@ class NgramResult:
     # symbols the validation data holds and the training data never does (sort:1's 1): every counter's val loss
     # measures them, whatever the context
     held_out_only: str = field(default="", metadata={"view_only": True})
+    # next-token positions of the counted text the train loss is read on: fewer than it holds past core.ngram's
+    # TRAIN_SCORED (pydoc's 418,543 counted, its train loss read on the first 262,144), said under the table
+    train_scored: int | None = None
 
 
 # interruptible: Ctrl-C stops a long count (a large file takes seconds) at once; nothing is kept until it is done
@@ -109,7 +112,7 @@ class NgramResult:
           low=1),
     Param("sample", bool, default=True, help="each counter writes a line after the views' sample prompt (a corpus "
                                              "only)"),
-], interruptible=True, json_version=2, guide="inside-views.md#what-a-loss-is-worth-counting-models-ngram")  # fmt: skip
+], interruptible=True, json_version=3, guide="inside-views.md#what-a-loss-is-worth-counting-models-ngram")  # fmt: skip
 def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     from ..core.bpe import decode_after
     from ..core.data import bits_per_char, val_tokens_per_char
@@ -147,7 +150,8 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
                        training_length(session) or session.model_config.max_seq_len, getattr(model, "causal", True),
                        switched_off(session),
                        getattr(data, "nothing_to_learn", False), evaluated=bool(evals),
-                       held_out_only=data.held_out_only() if hasattr(data, "held_out_only") else "")
+                       held_out_only=data.held_out_only() if hasattr(data, "held_out_only") else "",
+                       train_scored=counting.train_scored)
 
 
 def reads(n: int, unit: str) -> str:
@@ -191,6 +195,12 @@ def render_ngram(result: NgramResult, console: Console) -> None:
                           optional=("bits/char", "contexts", "val seen", "train loss", "model below it"))
     console.print(table)
     shown = {" ".join(str(column.header).split()) for column in table.columns}
+    if "train loss" in shown and result.train_scored is not None and not result.generated \
+            and result.train_scored < result.train_tokens - 1:
+        # a counter's train loss under its own counts cannot be read as on all it counted (a unigram's 3.248 on
+        # pydoc's first 262,144 positions, 3.253 on all 418,543)
+        note(console, f"train loss: on the first {count(result.train_scored, 'position')} of the "
+                      f"{fmt.whole(result.train_tokens)} counted, the same average within a few thousandths")
     # where the column is shown (a narrow terminal drops it): the note explains it
     if "model below it" in shown and any(row.model_below_at is not None for row in result.rows):
         note(console, "model below it: the first evaluation on this data at which the model's val loss was under the "

@@ -239,7 +239,8 @@ def _best_head(value: float, names: list[str]) -> str:
 @command("patch", "Activation patching: which layers, positions and heads carry the answer from one prompt "
                   "to another.", params=[
     Param("prompts", str, help="CLEAN CORRUPT: two prompts of the same length in tokens (quote one that has "
-                               "spaces, or type CLEAN vs CORRUPT)", positional=True, pair=" vs ", meta="CLEAN CORRUPT"),
+                               "spaces, or type CLEAN vs CORRUPT); needed on every data, a task's too",
+          positional=True, pair=" vs ", meta="CLEAN CORRUPT", required=True),
     Param("target", str, blank=True, meta="CHAR",
           help="the clean answer's token, ␣ for a space (default: a task's answer, else the clean run's likeliest "
                "next token)"),

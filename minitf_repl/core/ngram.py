@@ -272,6 +272,7 @@ class Counting:
     val_positions: int  # next-token positions scored
     val_total: int  # next-token positions in the validation split (more than scored past VAL_SCORED)
     generated: bool  # the data is made on the fly: counted on batches of it
+    train_scored: int = 0  # next-token positions the train loss is read on (at most about TRAIN_SCORED)
 
 
 def count_and_score(data, n: int, max_seq_len: int, prompt: list[int] | None = None, sample_len: int = 0,
@@ -298,6 +299,7 @@ def count_and_score(data, n: int, max_seq_len: int, prompt: list[int] | None = N
     elif train.shape[0] > 1 and train.numel() > TRAIN_SCORED:
         rows = max(1, TRAIN_SCORED // train.shape[1])
         train, train_counted = train[:rows], train_counted[:rows] if train_counted is not None else None
+    train_scored = int(train_counted.sum()) if train_counted is not None else train.shape[0] * (train.shape[1] - 1)
     uniform = math.log(vocab)
     counters = [Counter(0, 0, 1.0, uniform, uniform)]
     on_train = model.losses(train, train_counted, n)
@@ -314,5 +316,6 @@ def count_and_score(data, n: int, max_seq_len: int, prompt: list[int] | None = N
     val_positions = val.shape[0] * (val.shape[1] - 1) if val_counted is None else int(val_counted.sum())
     splits = getattr(data, "splits", None)
     if splits is None:
-        return Counting(counters, train_tokens, train_tokens, val_positions, val_positions, True)
-    return Counting(counters, train_tokens, len(splits["train"]), val_positions, len(splits["val"]) - 1, False)
+        return Counting(counters, train_tokens, train_tokens, val_positions, val_positions, True, train_scored)
+    return Counting(counters, train_tokens, len(splits["train"]), val_positions, len(splits["val"]) - 1, False,
+                    train_scored)
