@@ -80,7 +80,7 @@ def test_the_units_logit_shares_add_up_to_the_blocks_share_in_attribution():
         found = feed_forward_neurons(model, IDS, layer=layer, at=-1, top=64, tokens=V)
         for target in (0, 7, 19):
             dla = direct_logit_attribution(model, IDS, target=target)
-            mlp = next(p.logit for p in dla.parts if p.name == f"mlp {layer}")
+            mlp = next(p.logit for p in dla.parts if p.name == f"ffn {layer}")
             units = sum(dict(zip(n.promotes, n.promote_by))[target] for n in found.neurons)
             ffn = model.blocks[layer].ffn
             with torch.no_grad():

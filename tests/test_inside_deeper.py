@@ -66,7 +66,7 @@ def test_attributions_sum_to_the_logit_minus_the_frozen_norms_offset(variant):
         bias = getattr(model.ln_f, "bias", None)
         assert a.offset == pytest.approx(float((bias @ W_U).detach()) if bias is not None else 0.0, abs=1e-5)
     kinds = [p.kind for p in a.parts]
-    assert kinds.count("head") == 3 * 4 and kinds.count("mlp") == 3 and kinds[0] == "embed"
+    assert kinds.count("head") == 3 * 4 and kinds.count("ffn") == 3 and kinds[0] == "embed"
     assert ("bias" in kinds) == model.config.bias
 
 

@@ -111,7 +111,7 @@ def test_attrib_parts_sum_to_the_logit_and_come_largest_first(trained):
     assert sum(p.logit for p in r.parts) + r.offset == pytest.approx(r.logit, abs=1e-4)
     sizes = [abs(p.logit) for p in r.parts]
     assert sizes == sorted(sizes, reverse=True)
-    assert {p.kind for p in r.parts} == {"embed", "head", "mlp", "bias"} and len(r.parts) == 1 + 4 + 2 + 1
+    assert {p.kind for p in r.parts} == {"embed", "head", "ffn", "bias"} and len(r.parts) == 1 + 4 + 2 + 1
     ids = trained.data.tokenizer.encode("31415=")
     with torch.no_grad():
         trained.model.eval()
@@ -155,7 +155,7 @@ def test_lens_at_mid_and_both(trained):
     assert [row.layer for row in both.rows] == ["embed", "blocks.0.mid", "blocks.0", "blocks.1.mid", "blocks.1"]
     assert both.rows[-1] == end.rows[-1] and both.rows[1] == mid.rows[1]
     out = text_of(mid)
-    assert fits(out) and "after its attention, before its MLP" in out and "at=end" in out
+    assert fits(out) and "after its attention, before its FFN" in out and "at=end" in out
     from minitf_repl.core.inside import LENS_AT
 
     assert C.LENS_AT == LENS_AT  # the command's choices, known before torch, are the core's

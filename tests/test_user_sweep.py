@@ -76,7 +76,7 @@ def test_the_lens_attribution_and_stream_of_a_skipped_block_add_nothing(skip):
     # the parts sum to the logit: a skipped block's heads, MLP and bias are not in it
     split = direct_logit_attribution(model, IDS)
     assert split.total == pytest.approx(split.logit, abs=1e-4)
-    assert all(p.logit == 0 for p in split.parts if p.layer == skip and p.kind in ("head", "mlp"))
+    assert all(p.logit == 0 for p in split.parts if p.layer == skip and p.kind in ("head", "ffn"))
     stream = residual_stream(model, IDS)
     skipped = [w for w in stream.writes if w.block == skip]
     assert len(skipped) == 2 and all(w.write == 0 and w.after == pytest.approx(w.before) for w in skipped)

@@ -370,7 +370,7 @@ class LensResult:
     # the true next token, where the data knows it (the default prompt, a task's question), or the one target= named
     target: str | None
     rows: list[LensRow]  # "embed" first, then each block's middle and/or end, in the order they are computed
-    at: str = "end"  # where in each block the lens reads: end (after the MLP), mid (after attention), both
+    at: str = "end"  # where in each block the lens reads: end (after the FFN), mid (after attention), both
     post_norm: bool = False  # norm_placement=post: each block's output is normalised already, and no ln_f reads it
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     unit: str = "character"  # what a token is: a character, or under a subword tokenizer a token (a piece)
@@ -385,8 +385,8 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
 
 @command("lens", "The logit lens: what the model would guess next if it stopped after each layer.", params=[
     VIEW_TEXT,
-    Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
-                                           "mid (after its attention, before its MLP) or both"),
+    Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its FFN, the default), "
+                                           "mid (after its attention, before its FFN) or both"),
     Param("target", str, blank=True, meta="CHAR",
           help="the next token whose rank each layer gives, ␣ for a space (default: a task's answer, or the true "
                "next token of the default prompt)"),
@@ -438,8 +438,8 @@ def render_lens(result: LensResult, console: Console) -> None:
     which = "the target" if result.chosen else f"the true next {result.unit}"
     target = f"; {which} is {quoted(result.target)}" if result.target is not None else ""
     say(console, f"logit lens at the last position of {quoted_end(result.prompt, 40)}{target}", "bold")
-    where = {"end": "", "mid": " (.mid: after its attention, before its MLP)",
-             "both": " (.mid: after its attention; then after its MLP)"}[result.at]
+    where = {"end": "", "mid": " (.mid: after its attention, before its FFN)",
+             "both": " (.mid: after its attention; then after its FFN)"}[result.at]
     read = ("softmax(lm_head(h)) (post-norm: every block's output is normalised already, there is no ln_f)"
             if result.post_norm else "softmax(lm_head(ln_f(h)))")
     note(console, f"each layer's residual stream{where} read as if the model ended there: {read}")

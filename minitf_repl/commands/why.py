@@ -381,8 +381,8 @@ def render_patch(result: PatchResult, console: Console) -> None:
 
 @dataclass
 class AttribPart:
-    name: str  # "embed", "head 1.2", "mlp 0", "attention biases"
-    kind: str  # embed | head | mlp | bias
+    name: str  # "embed", "head 1.2", "ffn 0", "attention biases"
+    kind: str  # embed | head | ffn | bias (the feed-forward, the MLP of other texts)
     logit: float  # its share of the target's logit
 
 
@@ -406,13 +406,13 @@ class AttribResult:
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
 
 
-@command("attrib", "Direct logit attribution: how much the embedding, each head and each MLP add to the next "
+@command("attrib", "Direct logit attribution: how much the embedding, each head and each FFN add to the next "
                    "token's logit.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("target", str, blank=True, meta="CHAR",
           help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next token "
                "of the default prompt, else the likeliest)"),
-], json_version=4, guide="inside-views.md#why-activation-patching-and-direct-logit-attribution")  # fmt: skip
+], json_version=5, guide="inside-views.md#why-activation-patching-and-direct-logit-attribution")  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
@@ -440,7 +440,7 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     say(console, f"what writes the logit of {target} after {quoted_end(result.prompt, 40)}", "bold")
     note(console, f"{target}: logit {result.logit:.2f}, probability {result.prob:.3f}, rank {result.rank}; "
                   "each part's share, read through the final norm frozen at this input's scale")
-    # a part switched off by :ablate (a head, a skipped block's heads and MLP) writes exactly 0: such rows filled the
+    # a part switched off by :ablate (a head, a skipped block's heads and FFN) writes exactly 0: such rows filled the
     # list with "+0.00" and pushed parts that write something into "smaller parts"
     silent = [p for p in result.parts if p.logit == 0.0]
     written = [p for p in result.parts if p.logit != 0.0]

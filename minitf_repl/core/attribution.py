@@ -31,8 +31,8 @@ from .inside import listening, one_sequence
 
 @dataclass
 class Part:
-    name: str  # "embed", "head 1.2", "mlp 0", "attention biases"
-    kind: str  # embed | head | mlp | bias
+    name: str  # "embed", "head 1.2", "ffn 0", "attention biases"
+    kind: str  # embed | head | ffn | bias (the feed-forward, the MLP of other texts)
     layer: int | None  # the block it belongs to (None: the embedding, or every block's biases)
     head: int | None
     logit: float  # its share of the target's logit: W_U[t] . linear(part)
@@ -47,7 +47,7 @@ class Attribution:
     rank: int  # 1: the likeliest next token
     offset: float  # W_U[t] . offset: what the frozen final norm adds on its own (its bias; 0 without)
     scale: float  # the final norm's scale at that position (std or rms of h_L), frozen
-    parts: list[Part]  # in the model's order: embed, then per block its heads (and bias) and its mlp
+    parts: list[Part]  # in the model's order: embed, then per block its heads (and bias) and its ffn
     norm_bias: bool = True  # the final norm has a bias (False: RMSNorm, bias=off; the offset is 0)
 
     @property
@@ -68,7 +68,7 @@ def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Pa
     """
     parts = [(Part("embed", "embed", None, None, 0.0), seen["embed"][0, position])]
     bias = None
-    skipped = skipped_blocks(model)  # `:ablate block=L`: its heads and MLP read 0, and its bias is not added
+    skipped = skipped_blocks(model)  # `:ablate block=L`: its heads and FFN read 0, and its bias is not added
     for i, block in enumerate(model.blocks):
         attn = block.attn
         merged = seen[f"merged.{i}"][0, position]  # (d,): Concat(head_1..head_H) at this position
@@ -79,7 +79,7 @@ def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Pa
             parts.append((Part(f"head {i}.{h}", "head", i, h, 0.0), merged[piece] @ W_O[:, piece].T))  # (d,)
         if attn.out_proj.bias is not None and i not in skipped:
             bias = attn.out_proj.bias if bias is None else bias + attn.out_proj.bias
-        parts.append((Part(f"mlp {i}", "mlp", i, None, 0.0), seen[f"mlp.{i}"][0, position]))
+        parts.append((Part(f"ffn {i}", "ffn", i, None, 0.0), seen[f"ffn.{i}"][0, position]))
     if bias is not None:  # W^O's bias is added whatever the heads do: one part for every block's
         parts.append((Part("attention biases", "bias", None, None, 0.0), bias.detach()))
     return parts
@@ -90,7 +90,7 @@ def attribution_probes(model: nn.Module) -> dict[str, nn.Module]:
     probes = {"embed": model.hook_embed, "end": model.blocks[-1].hook_resid_post}
     for i, block in enumerate(model.blocks):
         probes[f"merged.{i}"] = block.attn.hook_merged
-        probes[f"mlp.{i}"] = block.ffn
+        probes[f"ffn.{i}"] = block.ffn
     return probes
 
 

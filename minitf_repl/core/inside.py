@@ -897,8 +897,8 @@ def next_token_pipeline(
 
 @dataclass
 class LensLayer:
-    # "embed" (h_0, the embedding output), then "blocks.0", "blocks.1", ... (after each block, its MLP
-    # included); at="mid" reads "blocks.0.mid", ... (after each block's attention, before its MLP)
+    # "embed" (h_0, the embedding output), then "blocks.0", "blocks.1", ... (after each block, its FFN
+    # included); at="mid" reads "blocks.0.mid", ... (after each block's attention, before its FFN)
     name: str
     top_ids: list[list[int]]  # [position][k]: the `top` most likely next tokens, best first
     top_probs: list[list[float]]  # [position][k]
@@ -921,7 +921,7 @@ class LogitLens:
         }
 
 
-LENS_AT = ("end", "mid", "both")  # where in each block the lens reads: after the MLP, after attention, or both
+LENS_AT = ("end", "mid", "both")  # where in each block the lens reads: after the FFN, after attention, or both
 
 
 def lens_probes(model: nn.Module, at: str = "end") -> dict[str, nn.Module]:
@@ -932,7 +932,7 @@ def lens_probes(model: nn.Module, at: str = "end") -> dict[str, nn.Module]:
     mids, ends = block_probes(model, "hook_resid_mid"), block_probes(model, "hook_resid_post")
     for layer, end in ends.items():
         if at in ("mid", "both"):
-            probes[f"blocks.{layer}.mid"] = mids[layer]  # x + Attention(LN(x)): the MLP still to come
+            probes[f"blocks.{layer}.mid"] = mids[layer]  # x + Attention(LN(x)): the FFN still to come
         if at in ("end", "both"):
             probes[f"blocks.{layer}"] = end
     return probes
@@ -942,8 +942,8 @@ def logit_lens(model: nn.Module, idx, top: int = 5, targets=None, at: str = "end
                last_only: bool = False) -> LogitLens:
     """Read the residual stream as if the model ended there: lm_head(ln_f(h)) after the embedding and each block.
 
-    `at`: "end" reads each block's output (after its MLP), "mid" each block's middle (after its
-    attention, before its MLP), "both" the two in order.
+    `at`: "end" reads each block's output (after its FFN), "mid" each block's middle (after its
+    attention, before its FFN), "both" the two in order.
 
     Every position is read (a view may show the whole sequence or only its last position), or with
     `last_only` the last one alone: the head costs T * V * d per layer, which with a real vocabulary
