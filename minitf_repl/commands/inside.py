@@ -1074,10 +1074,10 @@ REPORT_WINDOWS = 256  # the loss-by-position chart's val windows (:context's def
 
 @dataclass
 class ReportResult:
-    path: str
-    size_bytes: int
-    sections: list[str]
-    seconds: float
+    path: str  # the page written, an absolute path: one self-contained HTML file (no script, nothing fetched)
+    size_bytes: int  # its size in bytes
+    sections: list[str]  # its sections' headings, in the page's order
+    seconds: float  # how long writing it took, the evaluations it ran included
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the page is that model's
     # a page was at the path that this session had not written (another session's, or one of before): it is replaced
     replaced_unseen: bool = False
