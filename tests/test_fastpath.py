@@ -351,7 +351,8 @@ def test_onednn_faster_tries_again_when_a_moment_of_interference_spoils_an_attem
     fastpath.onednn_faster.cache_clear()
     try:
         assert fastpath.onednn_faster() is True
-        assert first_attempt < len(calls) <= first_attempt + 3 * fastpath.ONEDNN_ROUNDS  # the second attempt said yes
+        # the second and third attempts said yes (two are needed since a fifty-third session)
+        assert first_attempt + 3 * fastpath.ONEDNN_ROUNDS < len(calls) <= first_attempt + 6 * fastpath.ONEDNN_ROUNDS
     finally:
         fastpath.onednn_faster.cache_clear()
 

@@ -340,3 +340,59 @@ def test_ngram_says_its_train_loss_is_read_on_part_of_a_long_text(tmp_path):
         ngram.TRAIN_SCORED = old
     assert result.train_scored == 1000
     assert f"train loss: on the first 1,000 positions of the {result.train_tokens:,} counted" in plain(result)
+
+
+# --- devices and precision (a helper ran :device ten times on a busy Zen 4) ------------------------------------------
+def fake_clock(ratios: list[float]):
+    """perf_counter for onednn_faster's timed rounds: in attempt k, torch's products take ratios[k], oneDNN's 1."""
+    from minitf_repl.core import fastpath
+
+    durations = [d for r in ratios for _ in range(fastpath.ONEDNN_ROUNDS) for d in (r, 1.0)]
+    state = {"now": 0.0, "calls": 0}
+
+    def clock():
+        k, state["calls"] = state["calls"], state["calls"] + 1
+        if k % 2:  # an end: the start plus this run's duration
+            state["now"] += durations[k // 2] if k // 2 < len(durations) else 1.0
+        return state["now"]
+
+    return clock, state
+
+
+@pytest.mark.parametrize("ratios, faster, attempts", [([2.0, 1.0, 1.0], False, 3), ([2.0, 2.0, 1.0], True, 2),
+                                                      ([1.0, 1.0, 2.0], False, 2), ([1.0, 2.0, 2.0], True, 3)])
+def test_onednn_is_taken_on_two_attempts_that_show_it_not_one(monkeypatch, ratios, faster, attempts):
+    """One attempt of three at 1.15x sufficed: on a busy Zen 4 :device named oneDNN in 6 of 8 fresh processes."""
+    from minitf_repl.core import fastpath
+
+    monkeypatch.delenv(fastpath.PRODUCTS_ENV, raising=False)
+    clock, state = fake_clock(ratios)
+    monkeypatch.setattr(fastpath.time, "perf_counter", clock)
+    assert fastpath.onednn_faster.__wrapped__() is faster
+    assert state["calls"] == 4 * fastpath.ONEDNN_ROUNDS * attempts  # two runs a round, a start and an end each
+
+
+@pytest.mark.parametrize("value, faster", [("onednn", True), ("torch", False), ("MKL", False)])
+def test_minitf_products_decides_without_measuring(monkeypatch, value, faster):
+    import torch
+
+    from minitf_repl.core import fastpath
+
+    monkeypatch.setenv(fastpath.PRODUCTS_ENV, value)
+    monkeypatch.setattr(fastpath.time, "perf_counter", lambda: pytest.fail("measured"))
+    assert fastpath.onednn_faster.__wrapped__() is (faster and torch.backends.mkldnn.is_available())
+    assert fastpath.products_fixed()
+
+
+def test_device_says_the_products_choice_was_measured_and_how_to_fix_it(monkeypatch):
+    from minitf_repl.core import fastpath
+    from test_cli import invoke
+
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: False)
+    monkeypatch.delenv(fastpath.PRODUCTS_ENV, raising=False)
+    text = " ".join(invoke("device").stdout.split())
+    assert "measured when this process began, which a busy machine can tip either way ($MINITF_PRODUCTS=onednn " \
+           "or =torch fixes it)" in text, text
+    monkeypatch.setenv(fastpath.PRODUCTS_ENV, "torch")
+    doc = json.loads(invoke("device", "--json").stdout)
+    assert doc["cpu_float32_products"] == "MKL" and doc["cpu_float32_products_by"] == "MINITF_PRODUCTS"

@@ -47,6 +47,9 @@ class DeviceResult:
     threads: int | None = None  # the CPU threads torch computes with (core/threads.py)
     threads_why: str | None = None  # how that count was chosen, e.g. "auto: 2 cores, 0.0 busy with other work"
     cpu_float32_products: str | None = None  # the fast path's float32 CPU products: "oneDNN" or "MKL" (core/fastpath.py)
+    # how that was chosen: "measured" at this process's first float32 product, or "MINITF_PRODUCTS" (set to onednn
+    # or torch); None where no CPU products are named
+    cpu_float32_products_by: str | None = None
     cpu_isa_caps: list[str] = field(default_factory=list)  # e.g. "ONEDNN_MAX_CPU_ISA=AVX2" (core.device.ISA_CAPS)
     cpu_bf16_units_unused: str | None = None  # bfloat16 units such a cap keeps oneDNN off ("AVX512-BF16"), or null
     # Each null where training is float32, off the CPU or off the fast path (core.fastpath.attention_in_float32):
@@ -66,7 +69,7 @@ class DeviceResult:
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
     Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
-], reports_device=True, json_version=5)  # fmt: skip
+], reports_device=True, json_version=6)  # fmt: skip
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
@@ -95,7 +98,7 @@ def _train_dtype(session: Session, device) -> dict:
     """The dtype setting and what it means on `device` (dtype=auto depends on the device's bfloat16 units),
     and torch's CPU threads (chosen now if nothing has chosen them yet)."""
     from ..core.device import bf16_isa_cap, cpu_bf16_units, isa_caps
-    from ..core.fastpath import onednn_faster
+    from ..core.fastpath import PRODUCTS_ENV, onednn_faster, products_fixed
     from ..core.precision import newton_schulz_dtype, training_dtype
 
     setting = session.train_config.dtype
@@ -106,6 +109,7 @@ def _train_dtype(session: Session, device) -> dict:
             "newton_schulz_dtype": newton_schulz_dtype(setting, device) if muon else None,
             "threads": choice.threads, "threads_why": choice.why(),
             "cpu_float32_products": "oneDNN" if onednn_faster() else "MKL",
+            "cpu_float32_products_by": PRODUCTS_ENV if products_fixed() else "measured",
             "cpu_isa_caps": isa_caps(), "cpu_bf16_units_unused": cpu_bf16_units() if bf16_isa_cap() else None,
             **_cpu_attention(session, device, train_dtype)}
 
@@ -175,10 +179,21 @@ def render_device(result: DeviceResult, console: Console) -> None:
     if result.threads is not None:
         note(console, f"CPU threads: {result.threads} ({result.threads_why}); {cmd('set', threads='N')} fixes the "
                       f"count, {cmd('set', threads=0)} is auto")
+    # measured once a process, on a machine whose other programs may tip it (:device named one kernel, then the
+    # other, on a busy Zen 4): said so, with the variable that fixes it
+    from ..core.fastpath import PRODUCTS_ENV  # torch is in: the products were measured or chosen
+
+    fixed = result.cpu_float32_products_by not in (None, "measured")
+    which = "oneDNN" if result.cpu_float32_products == "oneDNN" else "torch"
+    how = (f"set by ${result.cpu_float32_products_by}" if fixed else
+           f"measured when this process began, which a busy machine can tip either way (${PRODUCTS_ENV}=onednn "
+           f"or =torch fixes it)")
     if result.cpu_float32_products == "oneDNN":
-        note(console, "float32 products on the CPU: oneDNN's kernels, measured faster here than torch's own (MKL's)")
+        said = "oneDNN's kernels" + ("" if fixed else ", measured faster here than torch's own (MKL's)")
+        note(console, f"float32 products on the CPU: {said}; {how}")
     elif result.cpu_float32_products == "MKL":
-        note(console, "float32 products on the CPU: torch's own (MKL's), oneDNN's measured no faster here")
+        said = "torch's own (MKL's)" + ("" if fixed else ", oneDNN's measured no faster here")
+        note(console, f"float32 products on the CPU: {said}; {how}")
     if result.cpu_attention_dtype is not None:
         batch, heads, kv_heads, block, width = result.cpu_attention_shape
         kv = f" ({kv_heads} kv)" if kv_heads != heads else ""
