@@ -37,6 +37,7 @@ class _Clear:
 
 CLEAR = _Clear()
 
+CHOICE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32"}  # short names of choices, where one is
 BOOL_WORDS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 
 
@@ -140,6 +141,9 @@ def check_value(param: Param, value, typed: str | None = None):
         raise UserError(f"{param.name} needs a value, e.g. " + " or ".join(option(param.name, v) for v in examples))
     if param.choices and isinstance(value, str) and value not in param.choices:  # RMSNorm, AdamW: as papers write them
         value = next((c for c in param.choices if isinstance(c, str) and c.lower() == value.strip().lower()), value)
+        # a choice's short name, as :device's bf16 column writes it (`dtype=bf16` was refused beside it)
+        value = value if CHOICE_ALIASES.get(value.strip().lower()) not in param.choices else \
+            CHOICE_ALIASES[value.strip().lower()]
     spec = param.spec
     value = spec.check(value, typed)
     spec.check_limit(value)

@@ -199,8 +199,14 @@ class Session:
         """The torch.device of device_name, resolved on first use (raises DeviceError)."""
         if self._device is None:
             from .core.device import resolve_device
+            from .core.errors import DeviceError
+            from .syntax import cmd
 
-            self._device = resolve_device(self.device_name)
+            try:
+                self._device = resolve_device(self.device_name)
+            except DeviceError as e:  # said at every command after a start on `--device cuda`, and only the first
+                # line (the start's warning) named the way out
+                raise DeviceError(f"{e}; {cmd('device', 'cpu')} uses the CPU instead") from None
         return self._device
 
     @property

@@ -396,3 +396,25 @@ def test_device_says_the_products_choice_was_measured_and_how_to_fix_it(monkeypa
     monkeypatch.setenv(fastpath.PRODUCTS_ENV, "torch")
     doc = json.loads(invoke("device", "--json").stdout)
     assert doc["cpu_float32_products"] == "MKL" and doc["cpu_float32_products_by"] == "MINITF_PRODUCTS"
+
+
+@pytest.mark.parametrize("typed, dtype", [("bf16", "bfloat16"), ("FP32", "float32"), ("bfloat16", "bfloat16")])
+def test_dtype_takes_the_short_names_device_writes(typed, dtype):
+    """:device's column is "bf16", and `:set dtype=bf16` was refused."""
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    run(session, f":set dtype={typed}")
+    assert session.train_config.dtype == dtype
+
+
+def test_an_unavailable_device_names_the_way_out_at_every_command(monkeypatch):
+    from minitf_repl.core import device
+    from minitf_repl.core.errors import DeviceError
+    from test_commands import run, tiny_session
+
+    monkeypatch.setattr(device, "_cuda_count", lambda: 0)
+    session = tiny_session()
+    session.device_name, session._device = "cuda", None
+    with pytest.raises(DeviceError, match=r"no CUDA GPU found\); available: .*; :device cpu uses the CPU instead"):
+        run(session, ":params")
