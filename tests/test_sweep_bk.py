@@ -418,3 +418,24 @@ def test_an_unavailable_device_names_the_way_out_at_every_command(monkeypatch):
     session.device_name, session._device = "cuda", None
     with pytest.raises(DeviceError, match=r"no CUDA GPU found\); available: .*; :device cpu uses the CPU instead"):
         run(session, ":params")
+
+
+def test_quantize_says_an_untrained_model_is_random_and_why_int8_is_no_faster():
+    import dataclasses
+
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session()
+    result = run(session, ":quantize int8")
+    assert result.untrained
+    assert "this model has not trained yet: the val loss and tokens compared are random weights'; :train first" \
+        in " ".join(plain(result).split())
+    slower = dataclasses.replace(result, measure=dataclasses.replace(result.measure, tokens_per_second_before=100.0,
+                                                                     tokens_per_second_after=80.0))
+    assert "int8 here saves memory, not time" in " ".join(plain(slower).split())
+    faster = dataclasses.replace(result, measure=dataclasses.replace(result.measure, tokens_per_second_before=80.0,
+                                                                     tokens_per_second_after=100.0))
+    assert "saves memory, not time" not in " ".join(plain(faster).split())
+    run(session, ":train steps=2")
+    assert not run(session, ":quantize int8").untrained

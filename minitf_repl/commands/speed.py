@@ -23,7 +23,7 @@ from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fitted
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..session import Session
+from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, interactive, syntax
 from .base import command, complete_device, default_prompt, training_length
 
@@ -221,6 +221,8 @@ class QuantizeResult:
     measure: QuantizeMeasure | None = None  # for :quantize int8
     device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off in both while measuring
+    # the model has not trained: a one-shot `minitf quantize int8` without --load measured random weights, unsaid
+    untrained: bool = field(default=False, metadata={"view_only": True})
 
 
 @command("quantize", "Sample with an int8 copy of the Linear layers (per-channel weights), or off again.", params=[
@@ -257,7 +259,7 @@ def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeRe
         session.set_ablations(active)  # in the copy that was on as well
         raise
     return QuantizeResult("int8", changed=not on, measure=result, device=str(session.device),
-                          ablations=[str(a) for a in active])
+                          ablations=[str(a) for a in active], untrained=session.untrained)
 
 
 def _quantize_table(m: QuantizeMeasure, narrow: bool) -> Table:
@@ -299,6 +301,14 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
     if m.same_tokens < m.n_tokens:
         note(console, f"the int8 copy's greedy text parts from the float model's at token {m.same_tokens + 1} of "
                       f"{m.n_tokens}: from there on each continues a text of its own")
+    if m.tokens_per_second_before and m.tokens_per_second_after < m.tokens_per_second_before:
+        # a learner expects int8 to be faster; docs/variant-lab.md said why it is not, the table did not
+        note(console, "int8 here saves memory, not time: a weight-only int8 product still multiplies in float, and "
+                      "a model this small spends its time on calls, not on reading weights")
+    if result.untrained:
+        fix = (f"{cmd('train')} first" if syntax() == REPL else
+               f"give a trained model, e.g. {cmd('quantize', 'int8', load=AUTOSAVE_NAME)}")
+        note(console, f"this model has not trained yet: the val loss and tokens compared are random weights'; {fix}")
     made = f"{count(m.linear_layers, 'Linear layer')} int8, on the CPU"
     if syntax() == REPL:
         say(console, f"{cmd('gen')} now samples from the int8 copy ({made}); {cmd('quantize', 'off')} goes back; "
