@@ -439,3 +439,49 @@ def test_quantize_says_an_untrained_model_is_random_and_why_int8_is_no_faster():
     assert "saves memory, not time" not in " ".join(plain(faster).split())
     run(session, ":train steps=2")
     assert not run(session, ":quantize int8").untrained
+
+
+# --- :compare (a helper recomputed its verdicts and curves) -----------------------------------------------------------
+def compared(outcomes, chance=4.63):
+    from minitf_repl.commands.lab import CompareResult
+
+    return CompareResult(outcomes, 30, 2, "pydoc", False, None, chance=chance)
+
+
+def outcome(label, losses, diverged=None):
+    from minitf_repl.core.compare import Evaluation, Outcome
+
+    return Outcome(label, 43_072, [Evaluation(label, 10 * (k + 1), v, 0.01) for k, v in enumerate(losses)],
+                   1000.0, 1.0, diverged=diverged)
+
+
+def test_compare_leaves_out_a_contender_that_blew_up_without_overflowing():
+    """lr=100 read 14,335 to 200,033 nats, finite, so it was drawn: lr=0.01's whole curve became one flat row."""
+    from test_render import plain
+
+    result = compared([outcome("lr=0.01", [4.3, 3.4, 2.8]), outcome("lr=100", [9793.3, 34083.5, 200033.0])])
+    text = " ".join(plain(result).split())
+    assert "lr=100 blew up: its val loss reached 2e+05 nats, far above a uniform guess's 4.63 (ln V)" in text, text
+    assert "▲ lr=100" not in text.split("└")[-1]  # not in the chart's legend
+    calm = compared([outcome("lr=0.01", [4.3, 3.4, 2.8]), outcome("lr=0.1", [5.9, 4.1, 3.0])])
+    assert "blew up" not in " ".join(plain(calm).split())  # above ln V early on is no blow-up
+
+
+def test_compare_says_a_contender_that_diverged_before_any_evaluation_has_no_losses():
+    from test_render import plain
+
+    result = compared([outcome("lr=0.01", [4.3, 3.4]), outcome("lr=1e5", [], diverged="step 2: loss inf")])
+    text = " ".join(plain(result).split())
+    assert "lr=1e5 diverged at step 2: loss inf: it stopped there (no evaluation came before it, so it has no " \
+           "losses, the chart leaves it out)" in text, text
+
+
+def test_compare_on_other_data_follows_that_datas_optimizer_recipe():
+    """`compare current optimizer=adamw data=sort` followed AdamW's recipe for pydoc (6e-3), not sort's (3e-3)."""
+    from test_commands import Recorder, run, tiny_session
+
+    session = tiny_session("pydoc")
+    reporter = Recorder()
+    run(session, ":compare current optimizer=adamw data=sort:2 steps=2", reporter)
+    assert any("the recipe for adamw on sort" in n and "lr 0.01 -> 0.003" in n for n in reporter.notices), \
+        reporter.notices

@@ -71,6 +71,9 @@ class CompareResult:
     counters: list[PlotLevel] = field(default_factory=list)
     # where every contender diverged: two rates to try next, below every one tried (lower_rates)
     lower_rates: list[float] = field(default_factory=list)
+    # ln V of the data compared on (None: the contenders' tokenizers differ): a val loss far above it is a run that
+    # blew up without overflowing (lr=100: 14,335 to 200,033 nats), which the chart leaves out as a diverged one
+    chance: float | None = field(default=None, metadata={"view_only": True})
 
 
 MAX_CONTENDERS = 6
@@ -170,7 +173,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     counted = data is session.data and not any(c.tokenizer for c in contenders)  # the text :ngram counted, as it was
     rates = lower_rates(outcomes, recipe(data_key(data), contenders[0].train_config.optimizer)["lr"])
     return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by, unmasked,
-                         plot_levels(session.counters) if counted else [], rates)
+                         plot_levels(session.counters) if counted else [], rates,
+                         chance=None if by != "val loss" else math.log(data.tokenizer.vocab_size))
 
 
 def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
@@ -221,7 +225,8 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
         read_with(data, asked, reporter, fix=fix)  # before N's range (bpe:50), whose fix bpe:512 would fail for this
     model, train, tokenizer, followed = _contender_configs(session, pairs, data)
     if followed:  # another optimizer: its rate and warm-up, as :set gives them
-        reporter.notice(f"{label}: " + recipe_line(recipe_label(session.recipe_data, train.optimizer), followed))
+        reporter.notice(f"{label}: " + recipe_line(recipe_label(compared_recipe(session, data), train.optimizer),
+                                                   followed))
     reading, built = data, None
     if tokenizer is not None:
         key = tokenizer.strip().lower()
@@ -369,9 +374,17 @@ def _contender_configs(session: Session, pairs: list[str], data):
             raise UserError(f"{param.name} is a {param.setting.section} setting; a contender differs in model or "
                             "training settings, or in its tokenizer")
     model = session.model_config.replace(**changes[ModelConfig.kind], vocab_size=data.tokenizer.vocab_size)
+    # the compared data's recipe (data=sort: AdamW's 3e-3 for a task), not the session's (its 6e-3 for pydoc)
     train, followed = follow_optimizer(session.train_config, session.train_config.replace(**changes[TrainConfig.kind]),
-                                       session.recipe_data, changes[TrainConfig.kind])
+                                       compared_recipe(session, data), changes[TrainConfig.kind])
     return model, train, tokenizer, followed
+
+
+def compared_recipe(session: Session, data) -> str:
+    """Whose recipe a contender that switches optimizer follows: the data it is compared on."""
+    from ..core.recipes import data_key
+
+    return session.recipe_data if data is session.data else data_key(data)
 
 
 @render.register(CompareResult)
@@ -412,9 +425,10 @@ def render_compare(result: CompareResult, console: Console) -> None:
             say(console, line)
     by_position(result, console)
     bpc = result.by != "val loss"  # the tokenizers differ: the curves in bits per character, which compare
+    blown = blew_up(result)
     curves = [Curve(o.label, [e.step for e in o.curve], [e.bpc if bpc else e.val_loss for e in o.curve], *mark(k),
                     joined=True) for k, o in enumerate(result.outcomes)
-              if not o.diverged]  # its losses on the way up (1e11) would flatten every other curve
+              if not o.diverged and all(o is not b for b, _ in blown)]  # its losses on the way up (1e11) would flatten every other curve
     if curves and measured:
         drawn = chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
                       levels=counter_levels(result.counters))
@@ -428,9 +442,16 @@ def render_compare(result: CompareResult, console: Console) -> None:
                      f"lower the learning rates, e.g. {cmd('compare', rates)}", "yellow")
     else:
         for o in diverged:
-            say(console, f"{o.label} diverged at {o.diverged}: it stopped there (the table has its losses, the "
+            # diverged before the first evaluation, it has no losses: "the table has its losses" beside "diverged"
+            held = "the table has its losses" if o.curve else "no evaluation came before it, so it has no losses"
+            say(console, f"{o.label} diverged at {o.diverged}: it stopped there ({held}, the "
                          "chart leaves it out) and the others went on; a lower learning rate (or a longer warm-up) "
                          "trains where this one did not", "yellow")
+    for o, worst in blown:
+        say(console, f"{o.label} blew up: its val loss reached {worst:,.4g} nats, far above a uniform guess's "
+                     f"{result.chance:.2f} (ln V), without overflowing; the chart leaves it out, which would flatten "
+                     "the others, and a lower learning rate (or a longer warm-up) trains where this one did not",
+            "yellow")
     if result.stopped:
         reached = min((o.final.step for o in result.outcomes if o.final is not None and not o.diverged), default=None)
         times = f"; the times are to step {reached:,}, the last evaluation every contender reached" if reached else ""
@@ -450,6 +471,18 @@ def render_compare(result: CompareResult, console: Console) -> None:
                  "shows it")
         say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position read the token it predicts; "
                      f"such a loss is no language model's, and the model cannot generate ({shows})", "yellow")
+
+
+BLEW_UP = 2.0  # a val loss over this many times ln V: a run that blew up, though its numbers stayed finite
+
+
+def blew_up(result: CompareResult) -> list[tuple]:
+    """(outcome, its highest val loss) of each contender that blew up without diverging: a val loss above BLEW_UP x
+    ln V (where no val loss above a uniform guess's is learning, and an unstable start stays well within it)."""
+    if result.chance is None:
+        return []
+    return [(o, worst) for o in result.outcomes if not o.diverged and o.curve
+            and (worst := max(e.val_loss for e in o.curve)) > BLEW_UP * result.chance]
 
 
 def _say_warm_up(contenders: list, steps: int, reporter: Reporter) -> None:
