@@ -485,3 +485,26 @@ def test_compare_on_other_data_follows_that_datas_optimizer_recipe():
     run(session, ":compare current optimizer=adamw data=sort:2 steps=2", reporter)
     assert any("the recipe for adamw on sort" in n and "lr 0.01 -> 0.003" in n for n in reporter.notices), \
         reporter.notices
+
+
+# --- :lrfind -----------------------------------------------------------------------------------------------------
+def test_lrfind_at_its_last_rate_with_the_loss_still_falling_says_the_lowest_is_unread():
+    """`:lrfind high=0.01` at lr 0.01: "lowest so far at 0.01", then "your lr sits between where the loss falls
+    fastest and where it is lowest: where a run's peak rate belongs"."""
+    from minitf_repl.commands.rates import LrfindResult, where
+    from minitf_repl.core.lrfind import LrRange
+
+    rates = [1e-4 * 100 ** (k / 29) for k in range(30)]
+    smoothed = [4.6 - 0.01 * k for k in range(30)]
+    test = LrRange(optimizer="muon", rates=rates, losses=smoothed, smoothed=smoothed, steepest=rates[20],
+                   lowest=rates[-1], lowest_loss=smoothed[-1], blown_at=None, low=1e-4, high=0.01, steps=30)
+    said = where(LrfindResult(test, "pydoc", rates[-1], 1337))
+    assert "is the test's last rate (0.01), the loss still falling there, so where the loss is lowest lies past " \
+           "it, unread" in said, said
+
+
+def test_lrfind_data_from_the_shell_says_where_data_goes():
+    from test_cli import invoke
+
+    result = invoke("lrfind", "data=sort")
+    assert "the test runs on the session's data: minitf --data NAME lrfind runs it on another" in result.stderr

@@ -461,7 +461,9 @@ def render_compare(result: CompareResult, console: Console) -> None:
         say(console, result.verdict, "green")
     if line := more_text(result):
         note(console, line)
-    if result.seeds == 1 and not result.stopped and (bpc or not result.verdict):
+    # a gap needs two contenders that trained: after every one (or all but one) diverged there is none to judge
+    trained = [o for o in result.outcomes if not o.diverged and all(o is not b for b, _ in blown)]
+    if result.seeds == 1 and not result.stopped and (bpc or not result.verdict) and len(trained) >= 2:
         note(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
     if result.unmasked:
         # from the shell one line trains such a model and the next generates from its autosave: `--set causal=off,

@@ -70,7 +70,10 @@ class LrfindResult:
     Param("steps", int, default=STEPS, low=10, limit=100_000, help="steps of the test, each at a higher rate"),
     Param("seed", int, low=0, limit=SEED_LIMIT, help="the fresh model's and the batches' seed (default: the seed "
                                                      "setting)", default_from="seed"),
-], aliases=("lr_find",), guide="variant-lab.md#which-learning-rate-lrfind")  # fmt: skip
+], aliases=("lr_find",), guide="variant-lab.md#which-learning-rate-lrfind",
+         # (the REPL's `:lrfind data=sort` is told `:data sort` before this: data is a command there)
+         elsewhere={"data": lambda: f"the test runs on the session's data: "
+                                    f"{given_before('lrfind', '--data', 'NAME')} runs it on another"})  # fmt: skip
 def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult:
     from ..core.lrfind import range_test
 
@@ -133,8 +136,14 @@ def where(result: LrfindResult) -> str:
         falling = ", the loss still falling there" if still_falling(test) else ""
         return (f"{yours} lies past where the test was stopped ({stop:.2g}){falling}: "
                 f"{cmd('lrfind', **again(test))} run to its end says where yours sits")
-    if test.blown_at is None and lr > test.rates[-1]:  # it ran out below your rate: no rate past its last was read
+    if test.blown_at is None and (lr > test.rates[-1] or stop is None and still_falling(test) and lr >= test.lowest):
+        # it ran out below your rate, or at it with the loss still falling: no rate past its last was read, and "sits
+        # between where the loss falls fastest and where it is lowest" was said of a lowest never found
         falling = ", the loss still falling there" if still_falling(test) else ""
+        if lr <= test.rates[-1]:
+            return (f"{yours} is the test's last rate ({test.rates[-1]:.2g}){falling}, so where the loss is lowest "
+                    f"lies past it, unread: {cmd('lrfind', **again(test, high=_round(max(HIGH, 3 * lr))))} reads on "
+                    "past it")
         return (f"{yours} lies past the test's last rate ({test.rates[-1]:.2g}){falling}: "
                 f"{cmd('lrfind', **again(test, high=_round(max(HIGH, 3 * lr))))} reads on past it")
     if test.blown_at is not None and lr >= test.blown_at:
