@@ -205,7 +205,9 @@ class Session:
             try:
                 self._device = resolve_device(self.device_name)
             except DeviceError as e:  # said at every command after a start on `--device cuda`, and only the first
-                # line (the start's warning) named the way out
+                # line (the start's warning) named the way out; an unknown name's message lists the names already
+                if "is not available here" not in str(e):
+                    raise
                 raise DeviceError(f"{e}; {cmd('device', 'cpu')} uses the CPU instead") from None
         return self._device
 

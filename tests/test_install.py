@@ -121,7 +121,7 @@ def _check_installed(venv: Path, cwd: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert tok.returncode == 0, tok.stderr
     doc = json.loads(tok.stdout)
-    assert doc["schema"] == "minitf.tok/5" and doc["tokens"] == ["3", "1", "2"]
+    assert doc["schema"] == "minitf.tok/6" and doc["tokens"] == ["3", "1", "2"]
     assert not (cwd / "checkpoints").exists() and not list(cwd.glob("*.egg-info"))
 
 

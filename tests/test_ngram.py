@@ -227,7 +227,7 @@ def test_ngram_result_before_and_after_training(session):
     text = plain(got)
     assert "at step 40 the model" in text and "what each counter writes" not in text
     doc = json_document(REGISTRY["ngram"], got)
-    assert doc["schema"] == "minitf.ngram/2" and [row["n"] for row in doc["rows"]] == [0, 1, 2]
+    assert doc["schema"] == "minitf.ngram/3" and [row["n"] for row in doc["rows"]] == [0, 1, 2]
 
 
 def test_ngram_on_a_task_scores_the_answers(session):
@@ -269,7 +269,7 @@ def test_ngram_from_the_shell():
     result = CliRunner().invoke(cli.app, [*tiny, "ngram", "--n", "2", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["schema"] == "minitf.ngram/2" and len(doc["rows"]) == 3
+    assert doc["schema"] == "minitf.ngram/3" and len(doc["rows"]) == 3
     result = CliRunner().invoke(cli.app, [*tiny, "ngram", "--n", "13"])
     assert result.exit_code != 0 and "Traceback" not in result.output and "n" in result.output
 

@@ -39,7 +39,7 @@ def test_ngram_under_ablate_mask_names_ablate_off_not_a_setting_already_on():
     assert ":set causal=on" not in shown  # causal is on already: the setting would change nothing
     assert "(the mask is switched off by :ablate mask)" in shown and "(:ablate off puts the mask back)" in shown
     assert result.ablations == ["the causal mask"] and "switched off now: the causal mask" in shown
-    assert json_document(REGISTRY["ngram"], result)["schema"] == "minitf.ngram/2"
+    assert json_document(REGISTRY["ngram"], result)["schema"] == "minitf.ngram/3"
     run(session, ":ablate off")
     run(session, ":ablate head=0.1")
     assert "switched off now: head 0.1" in plain(run(session, ":ngram n=3 sample=off"))  # its model row is ablated
