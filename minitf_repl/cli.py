@@ -794,7 +794,11 @@ def root(
         from .core.catalog import data_problem
 
         if (problem := data_problem(data)) is not None:
-            _command_line_error(f"--data: {problem}")
+            # a file's error, which processes may meet apart (the file missing on one machine or for one process):
+            # said as --load's is, the machine's first at once and another after a wait; said by the first alone,
+            # a file missing for process 1 only was never said (process 0 reported a peer gone)
+            distributed.before_error()
+            error(_stderr(), f"--data: {problem}")
             raise typer.Exit(1)
     # --load "" and --set "" are refused before their commands run: a command's message would suggest a line with
     # the empty value in it again (`minitf --load '' load x`, `minitf --set '' set lr`).

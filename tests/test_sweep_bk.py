@@ -508,3 +508,22 @@ def test_lrfind_data_from_the_shell_says_where_data_goes():
 
     result = invoke("lrfind", "data=sort")
     assert "the test runs on the session's data: minitf --data NAME lrfind runs it on another" in result.stderr
+
+
+# --- torchrun (a helper launched two processes on gloo) ------------------------------------------------------------
+def test_a_data_file_missing_for_a_later_process_alone_is_said_by_it(monkeypatch):
+    """A --data file missing for process 1 only: it exited unsaid, and process 0 only said a peer was gone."""
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+    from minitf_repl.core import distributed
+
+    waited = []
+    monkeypatch.setattr(distributed, "FIRST_SAYS_SECONDS", 0.01)
+    real = distributed.before_error
+    monkeypatch.setattr(distributed, "before_error", lambda wait=None: waited.append(1) or real(wait))
+    monkeypatch.setattr(cli, "join_ranks", lambda ctx, device: device)  # the rendezvous, done: every process is in
+    later = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1"}
+    result = CliRunner().invoke(cli.app, ["--data", "no-such-file.txt", "train", "--steps", "2"], env=later)
+    assert result.exit_code == 1 and waited
+    assert "--data: " in result.stderr and "no-such-file.txt" in result.stderr, result.stderr
