@@ -172,6 +172,39 @@ def _words_after(command, left_out: str) -> str:
     return shlex.join(after)
 
 
+COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")  # what Typer writes completion scripts for
+_COMPLETION_OPTIONS = ("--show-completion", "--install-completion")
+
+
+def _completion_for(words: list[str]) -> int | None:
+    """`minitf --show-completion zsh` (or `--install-completion fish`, `=zsh`): the script of the shell named, printed
+    or installed, and the exit status; None where no shell is named (Typer's own option finds the shell it runs in).
+    With shellingham installed, Typer's options take no value: the name was dropped, and a zsh user running bash got
+    bash's script written into ~/.bashrc, without a word. A word that names no shell is refused."""
+    for k, word in enumerate(words):
+        option, eq, value = word.partition("=")
+        if option not in _COMPLETION_OPTIONS:
+            continue
+        if not eq:
+            value = words[k + 1] if k + 1 < len(words) else ""
+        if not value or value.startswith("-") or (not eq and value in REGISTRY.names()):
+            return None  # Typer's own: the shell it runs in
+        if value.lower() not in COMPLETION_SHELLS:
+            _command_line_error(f"{option} takes a shell's name, one of {', '.join(COMPLETION_SHELLS[:4])}, or none "
+                                f"for the shell it runs in; got {clip(value)!r}")
+            return 2
+        from typer._completion_shared import get_completion_script, install
+
+        shell = value.lower()
+        if option == "--show-completion":
+            print(get_completion_script(prog_name="minitf", complete_var="_MINITF_COMPLETE", shell=shell))
+            return 0
+        shell, path = install(shell=shell, prog_name="minitf", complete_var="_MINITF_COMPLETE")
+        print(f"{shell} completion installed in {path}\nCompletion will take effect once you restart the terminal")
+        return 0
+    return None
+
+
 def _prints_only(words: list[str]) -> bool:
     """Whether the command line asks only for text (a help, the version, a completion script) or to install
     completion: nothing a process under torchrun other than the first has to do."""
@@ -204,6 +237,10 @@ class _Group(_FlagsUntyped, TyperGroup):
             if standalone_mode:
                 sys.exit(0)
             return 0
+        if (code := _completion_for(typed)) is not None:  # `--show-completion zsh`: the shell named, not the one found
+            if standalone_mode:
+                sys.exit(code)
+            return code
         option = self._option_help(typed)
         if option is not None:  # `minitf help train steps`: that option alone, as `:help train steps` shows it
             typer.echo(option)

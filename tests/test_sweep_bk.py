@@ -527,3 +527,32 @@ def test_a_data_file_missing_for_a_later_process_alone_is_said_by_it(monkeypatch
     result = CliRunner().invoke(cli.app, ["--data", "no-such-file.txt", "train", "--steps", "2"], env=later)
     assert result.exit_code == 1 and waited
     assert "--data: " in result.stderr and "no-such-file.txt" in result.stderr, result.stderr
+
+
+# --- the REPL's and the shell's conveniences (a helper tried them in tmux) --------------------------------------------
+@pytest.mark.parametrize("words, starts", [(["--show-completion", "zsh"], "#compdef minitf"),
+                                           (["--show-completion=fish"], "complete --command minitf"),
+                                           (["--show-completion", "bash"], "_minitf_completion()")])
+def test_show_completion_prints_the_named_shells_script(words, starts):
+    """`minitf --show-completion zsh` printed bash's script: the name was dropped for the shell found."""
+    from test_cli import invoke
+
+    result = invoke(*words)
+    assert result.exit_code == 0 and result.stdout.lstrip().startswith(starts), result.stdout[:80]
+
+
+def test_install_completion_installs_the_named_shells_script(tmp_path, monkeypatch):
+    from test_cli import invoke
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = invoke("--install-completion", "zsh")
+    assert result.exit_code == 0 and "zsh completion installed in" in result.stdout, result.output
+    assert (tmp_path / ".zfunc" / "_minitf").is_file() and not (tmp_path / ".bashrc").exists()
+
+
+def test_completion_options_refuse_a_word_that_names_no_shell():
+    from test_cli import assert_one_error_line, invoke
+
+    result = invoke("--show-completion", "tcsh")
+    assert_one_error_line(result, code=2)
+    assert "--show-completion takes a shell's name, one of bash, zsh, fish, powershell" in result.stderr
