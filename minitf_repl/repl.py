@@ -321,7 +321,8 @@ class CommandCompleter(Completer):
         if in_comment(command, before + [word]):  # the parser drops it: an option there would do nothing
             return
         pairs = self._pairs(command)
-        if pairs and "," in word:  # `norm=rmsnorm,bi<Tab>`: a contender's next setting, after the comma
+        in_contender = bool(pairs) and "," in word
+        if in_contender:  # `norm=rmsnorm,bi<Tab>`: a contender's next setting, after the comma
             word = word.rpartition(",")[2]
         if "=" in word:
             key, _, partial = word.partition("=")
@@ -367,7 +368,8 @@ class CommandCompleter(Completer):
         used = {tok.split("=", 1)[0].lstrip("-").replace("-", "_").lower() for tok in before + rest if "=" in tok}
         used |= {flag.name for tok in before + rest if (flag := self._flag(command, tok, bools=True)) is not None}
         typed = word.lstrip("-").replace("-", "_")
-        for param in command.options:
+        # after a contender's comma only its settings: :compare's own options there (data=, steps=) were refused
+        for param in () if in_contender else command.options:
             if param.name in used or any(alias in used for alias in param.aliases):
                 continue
             if param.name.startswith(typed):

@@ -556,3 +556,22 @@ def test_completion_options_refuse_a_word_that_names_no_shell():
     result = invoke("--show-completion", "tcsh")
     assert_one_error_line(result, code=2)
     assert "--show-completion takes a shell's name, one of bash, zsh, fish, powershell" in result.stderr
+
+
+def test_a_contenders_comma_completes_settings_not_compares_own_options():
+    """`:compare norm=rmsnorm,<Tab>` offered steps= data= seeds= eval_every=, each then refused in the contender."""
+    from test_repl import complete
+
+    offered = complete(":compare norm=rmsnorm,")
+    assert offered and not {"steps=", "data=", "seeds=", "eval_every="} & set(offered), offered
+    assert "lr=" in offered
+    assert {"steps=", "data="} <= set(complete(":compare norm=rmsnorm "))  # a word of its own: they are offered
+
+
+def test_compares_own_option_inside_a_contender_is_said_to_go_apart():
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    with pytest.raises(UserError, match=r"'data' in contender 'norm=rmsnorm,data=sort' is no setting; data= is "
+                                        r":compare's own, for every contender: its own word, after a space"):
+        run(tiny_session("pydoc"), ":compare norm=rmsnorm,data=sort norm=layernorm steps=1")

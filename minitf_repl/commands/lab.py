@@ -341,6 +341,9 @@ def _setting(key: str, label: str) -> str:
     close = [meant] if meant else difflib.get_close_matches(key.replace("-", "_").lower()[:40], options, n=1,
                                                             cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
+    own = key.replace("-", "_").lower()
+    if own in options:  # `norm=rmsnorm,data=sort`: "did you mean data?" of data itself; it goes apart, for all
+        hint = f"; {own}= is {cmd('compare')}'s own, for every contender: its own word, after a space"
     raise UserError(f"{clip(key)!r} in contender {clip(label)!r} is no setting{hint} ({cmd('help', 'set')} lists the "
                     f"settings a contender can change; {cmd('compare')}'s own options are {', '.join(options)})")
 
