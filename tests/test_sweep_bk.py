@@ -575,3 +575,12 @@ def test_compares_own_option_inside_a_contender_is_said_to_go_apart():
     with pytest.raises(UserError, match=r"'data' in contender 'norm=rmsnorm,data=sort' is no setting; data= is "
                                         r":compare's own, for every contender: its own word, after a space"):
         run(tiny_session("pydoc"), ":compare norm=rmsnorm,data=sort norm=layernorm steps=1")
+
+
+def test_gen_quotes_a_long_prompts_end_not_all_of_it():
+    """A 2,000-digit prompt on sort was quoted whole in "... has no '='": twenty lines of one message."""
+    from test_commands import run, tiny_session
+
+    result = run(tiny_session("sort:4"), ":gen " + "3" * 2000 + " n=2")
+    assert result.off_task is not None and len(result.off_task) < 400, len(result.off_task)
+    assert result.off_task.startswith("'…" + "3" * 40 + "' has no '='"), result.off_task[:80]

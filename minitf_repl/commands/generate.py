@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..core.config import GenConfig
-from ..core.words import count
+from ..core.words import count, quoted_end
 from ..palette import quoted, shade, terminal_safe, visible
 from ..registry import Param, param_from_setting
 from ..render.heatmap import cell, legend, unscaled
@@ -233,11 +233,12 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
             return graded, None
         went = "the model went on with the question" if text else "what the model writes after it goes on with " \
             "the question"  # n=0 wrote nothing to have gone on with
-        return None, (f"{quoted(prompt)} has no '=', which ends a question of {data.name}:{data.size} "
+        # its end, where an '=' would be: a 2,000-digit prompt was quoted whole, twenty lines of one message
+        return None, (f"{quoted_end(prompt, 40)} has no '=', which ends a question of {data.name}:{data.size} "
                       f"({data.question_form}): {went}; end it with '=' to ask")
     question = data.question_of(prompt)
     if question is not None and len(prompt) - len(question) > data.answer_len:  # more than an answer: not gradable
-        return None, (f"{quoted(prompt)} holds more than a whole answer ({data.name}'s answers have "
+        return None, (f"{quoted_end(prompt, 40)} holds more than a whole answer ({data.name}'s answers have "
                       f"{count(data.answer_len, 'character')}): nothing is left to grade; give the question alone, "
                       f"e.g. {cmd('gen', question)}")
     if question is not None:
