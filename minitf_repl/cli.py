@@ -266,6 +266,8 @@ class _Group(_FlagsUntyped, TyperGroup):
             # Click's "No such command 'trian'. Did you mean 'train'?" is a problem and its fix already: one
             # sentence, the list after it in brackets ("?; minitf --help ..." read as two fixes)
             problem, asked, guess = e.format_message().rstrip(".").partition(". Did you mean")
+            # in the REPL's words ("unknown command :trian"), not Click's capitalised "No such command"
+            problem = problem.replace("No such command", "unknown command", 1)
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
             _command_line_error(self._one_dash(e, args) or self._set_apart(e, args) or self._misplaced(e, args)
                                 or self._early(e, args)

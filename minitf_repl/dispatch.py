@@ -268,7 +268,12 @@ class FrontDoor:
         word = stripped.split(None, 1)[0].lower()
         if word not in self.registry.names():
             return ""
-        return f"; a line without ':' is text for the model to continue; :{clip(stripped)} runs it as a command"
+        try:  # the line as the command, where it parses so: `quit now` was told `:quit now`, which :quit refuses
+            parse_line(":" + stripped, self.registry)
+            line = f":{clip(stripped)}"
+        except UserError:
+            line = f":{word}"
+        return f"; a line without ':' is text for the model to continue; {line} runs it as a command"
 
     def run(self, command: Command, args: dict, meant: str = "") -> str:
         """Run a parsed command; the same steps for every front end. `meant`: what a user error adds."""

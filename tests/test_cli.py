@@ -228,7 +228,7 @@ def test_usage_errors_are_one_line_exit_2():
     line = assert_one_error_line(invoke("train", "--stpes", "3"), code=2)
     assert "--stpes" in line and "minitf train --help" in line
     line = assert_one_error_line(invoke("nosuchcommand"), code=2)
-    assert line == "error: No such command 'nosuchcommand'; minitf --help lists the commands"  # one sentence
+    assert line == "error: unknown command 'nosuchcommand'; minitf --help lists the commands"  # one sentence
 
 
 def test_internal_error_one_line_or_traceback_with_debug(monkeypatch):

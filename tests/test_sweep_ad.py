@@ -300,7 +300,7 @@ def test_a_terminal_size_of_0_still_shows_the_output_and_the_errors(tmp_path, mo
     result = invoke("--checkpoint-dir", str(tmp_path), "ls")
     assert result.exit_code == 0 and "no checkpoints in" in result.output  # it printed nothing at all
     line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "bogus"), code=2)
-    assert "No such command 'bogus'" in line
+    assert "unknown command 'bogus'" in line
 
 
 # --- a data file that vanishes, and comes back -------------------------------------------------------------------

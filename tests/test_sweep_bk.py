@@ -584,3 +584,15 @@ def test_gen_quotes_a_long_prompts_end_not_all_of_it():
     result = run(tiny_session("sort:4"), ":gen " + "3" * 2000 + " n=2")
     assert result.off_task is not None and len(result.off_task) < 400, len(result.off_task)
     assert result.off_task.startswith("'…" + "3" * 40 + "' has no '='"), result.off_task[:80]
+
+
+def test_a_commands_name_typed_as_text_gets_a_line_that_runs():
+    """`quit now` was told `:quit now runs it as a command`, which :quit refuses ("takes no text")."""
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import FrontDoor
+
+    door = FrontDoor.__new__(FrontDoor)  # its registry alone: the line is judged, nothing runs
+    door.registry = REGISTRY
+    command = REGISTRY["gen"]
+    assert door._meant_as_command("quit now", command).endswith("; :quit runs it as a command")
+    assert door._meant_as_command("train steps=2", command).endswith("; :train steps=2 runs it as a command")

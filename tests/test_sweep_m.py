@@ -153,9 +153,9 @@ def test_json_shows_training_progress_on_a_terminal_stderr_and_only_the_document
 
 def test_a_mistyped_shell_command_reads_as_the_repl_says_it():
     line = assert_one_error_line(invoke("trian"), code=2)  # a usage error, as Click says
-    assert line == "error: No such command 'trian'; did you mean 'train'? (minitf --help lists the commands)"
+    assert line == "error: unknown command 'trian'; did you mean 'train'? (minitf --help lists the commands)"
     unknown = assert_one_error_line(invoke("xyzzy"), code=2)
-    assert unknown == "error: No such command 'xyzzy'; minitf --help lists the commands"
+    assert unknown == "error: unknown command 'xyzzy'; minitf --help lists the commands"
 
 
 @pytest.mark.parametrize("text", ["abc vs", "vs abc", "abc vs  "])
