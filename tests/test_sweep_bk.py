@@ -596,3 +596,19 @@ def test_a_commands_name_typed_as_text_gets_a_line_that_runs():
     command = REGISTRY["gen"]
     assert door._meant_as_command("quit now", command).endswith("; :quit runs it as a command")
     assert door._meant_as_command("train steps=2", command).endswith("; :train steps=2 runs it as a command")
+
+
+def test_a_run_under_torchrun_says_how_one_process_continues_its_checkpoint(tmp_path):
+    """The lines after a torchrun save are one process's: pasted, a continued run trained on half the global batch."""
+    import dataclasses
+
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session()
+    session.checkpoint_dir = tmp_path
+    result = run(session, ":train steps=2")
+    assert result.launch is None and "processes" not in plain(result)
+    launched = dataclasses.replace(result, launch=(2, 4))
+    assert "trained by 2 processes at batch_size 4 each, a global batch of 8: one process continues it alike with " \
+           "--set batch_size=8" in " ".join(plain(launched).split())

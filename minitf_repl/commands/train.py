@@ -121,6 +121,9 @@ class TrainResult:
     # then the session's checkpoint folder, which the shell's lines must name (a `:set checkpoint_dir=` is no option
     # of the invocation's, and `--load autosave` looked in the folder minitf started with)
     folder: str | None = field(default=None, metadata={"view_only": True})
+    # under torchrun: (processes, batch_size each), for the line after the save: the lines that continue a checkpoint
+    # are one process's, which at the same batch_size trains on 1/N of the global batch (the checkpoint records no N)
+    launch: tuple[int, int] | None = field(default=None, metadata={"view_only": True})
     # torch's threads at the end of the run: a float32 sum splits by the thread count, so the last digits of a run's
     # numbers move with it (compare runs at one count)
     threads: int | None = None
@@ -489,6 +492,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         session_ends=summary.stopped and (getattr(reporter, "terminate_signal", None) is not None
                                           or not at_keyboard()),
         folder=str(session.checkpoint_dir),
+        launch=(ranks, train_config.batch_size) if (ranks := distributed.world_size()) > 1 else None,
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
@@ -793,6 +797,11 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
     if result.saved:
         what = "replaced checkpoint" if result.replaced else "saved checkpoint"
         note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
+        if result.launch is not None:
+            ranks, each = result.launch
+            note(console, f"trained by {ranks} processes at batch_size {each} each, a global batch of {ranks * each}: "
+                          f"one process continues it alike with --set batch_size={ranks * each}, and under torchrun "
+                          f"the same launch does (the checkpoint does not record how many processes trained it)")
         if result.replaced_unseen is not None:  # as :save says it: another session's work went without a word
             say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} {unseen_by()}: it is "
                          "replaced", "yellow")
