@@ -910,8 +910,13 @@ def join_ranks(ctx: typer.Context, device: str) -> str:
     name = distributed.device_name_for_rank(device)
     here = int(os.environ.get("LOCAL_WORLD_SIZE") or 1)
     if here > 1 and name == device and name.strip().lower().startswith("cuda:"):  # NCCL refuses two on one GPU
-        _command_line_error(f"--device {device} puts all {here} processes of this machine on one GPU; give "
-                            "--device cuda, and each process takes its own (cuda:LOCAL_RANK)")
+        from .core.device import available_device_names
+
+        # on a machine with no GPU, "give --device cuda" was refused in turn ("not available here")
+        fix = ("give --device cuda, and each process takes its own (cuda:LOCAL_RANK)"
+               if any(n.startswith("cuda") for n in available_device_names()) else
+               "and this machine has no CUDA GPU: give --device cpu (gloo), or leave --device out")
+        _command_line_error(f"--device {device} puts all {here} processes of this machine on one GPU; {fix}")
         raise typer.Exit(1)
     try:
         distributed.init(resolve_device(name))

@@ -612,3 +612,18 @@ def test_a_run_under_torchrun_says_how_one_process_continues_its_checkpoint(tmp_
     launched = dataclasses.replace(result, launch=(2, 4))
     assert "trained by 2 processes at batch_size 4 each, a global batch of 8: one process continues it alike with " \
            "--set batch_size=8" in " ".join(plain(launched).split())
+
+
+def test_one_gpu_for_every_process_on_a_machine_without_one_says_cpu(monkeypatch):
+    """`--device cuda:0` under torchrun was told "give --device cuda", then refused: no CUDA GPU here."""
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+    from minitf_repl.core import device
+
+    monkeypatch.setattr(device, "_cuda_count", lambda: 0)
+    env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}
+    result = CliRunner().invoke(cli.app, ["--device", "cuda:0", "train", "--steps", "2"], env=env)
+    assert result.exit_code == 1
+    assert "and this machine has no CUDA GPU: give --device cpu (gloo), or leave --device out" in result.stderr, \
+        result.stderr
