@@ -627,3 +627,12 @@ def test_one_gpu_for_every_process_on_a_machine_without_one_says_cpu(monkeypatch
     assert result.exit_code == 1
     assert "and this machine has no CUDA GPU: give --device cpu (gloo), or leave --device out" in result.stderr, \
         result.stderr
+
+
+def test_load_without_a_name_is_a_command_line_missing_its_value(tmp_path):
+    """`minitf load` exited 1, where docs/checkpoints-and-safety.md gives a missing value 2 (as `--steps` alone)."""
+    from test_cli import assert_one_error_line, invoke
+
+    assert invoke("--checkpoint-dir", str(tmp_path), "--set", "n_layers=1", "train", "--steps", "1").exit_code == 0
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "load"), code=2)
+    assert "which checkpoint? give its name, e.g. minitf --checkpoint-dir" in line

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from ..core import distributed
 from ..core.config import ModelConfig
-from ..core.errors import CheckpointError, UserError
+from ..core.errors import CheckpointError, UsageError, UserError
 from ..core.words import count
 from ..registry import Param, clip
 from ..render import fmt
@@ -235,8 +235,9 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
         if not names:
             raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; {writes_one()}")
-        raise UserError(f"which checkpoint? give its name, e.g. {cmd('load', names[0])} "
-                        f"(saved: {clip(', '.join(names), 120)})")
+        # the command line lacks its value: exit status 2 from the shell, as a missing option value's (Exit status)
+        raise UsageError(f"which checkpoint? give its name, e.g. {cmd('load', names[0])} "
+                         f"(saved: {clip(', '.join(names), 120)})")
     if "/" in name or "\\" in name or name.startswith("~"):
         raise CheckpointError(_path_given(session, name))
     checkpoint_path(session.checkpoint_dir, name)  # a name not saved (and a bad one), before torch is imported
