@@ -470,10 +470,12 @@ def build_report(data: ReportData) -> str:
                    "maps, losses, heads and samples below are the ablated model's (the weights are unchanged; "
                    "<code>:ablate off</code> puts the model back).</p>")
     out.append("<h2>Configuration</h2>")
+    # headed as :config heads them (model, training, generation): "train" and "gen" were the config's keys
+    headings = {"model": "model", "train": "training", "gen": "generation"}
     for section in ("model", "train", "gen"):
         values = data.config.get(section, {})
         rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(fmt.value(v))}</td></tr>" for k, v in values.items())
-        out.append(f"<h3>{section}</h3><table class=\"config\">{rows}</table>")
+        out.append(f"<h3>{headings[section]}</h3><table class=\"config\">{rows}</table>")
         if section == "train" and (run := _last_run(data.config.get("last_run"))):
             out.append(f"<p>{run}</p>")
     read = f"; tokenizer: <code>{_esc(data.config['tokenizer'])}</code>" if "tokenizer" in data.config else ""

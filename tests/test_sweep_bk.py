@@ -636,3 +636,15 @@ def test_load_without_a_name_is_a_command_line_missing_its_value(tmp_path):
     assert invoke("--checkpoint-dir", str(tmp_path), "--set", "n_layers=1", "train", "--steps", "1").exit_code == 0
     line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "load"), code=2)
     assert "which checkpoint? give its name, e.g. minitf --checkpoint-dir" in line
+
+
+def test_the_reports_config_is_headed_as_config_heads_it(tmp_path):
+    """The report's config headings read "train" and "gen" where :config says training and generation."""
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    run(session, ":train steps=2")
+    page = (tmp_path / "r.html")
+    run(session, f":report {page}")
+    html = page.read_text(encoding="utf-8")
+    assert "<h3>training</h3>" in html and "<h3>generation</h3>" in html and "<h3>train</h3>" not in html
