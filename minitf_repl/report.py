@@ -369,8 +369,9 @@ def heads_html(heads) -> list[str]:
     out.append(f'<table class="config">{head}{"".join(rows)}</table>')
     if heads.more:
         out.append(f"<p>{heads.more} heads with no role are not listed.</p>")
-    out.append(f"<p>loss on the first copy {heads.first_copy:.2f} nats a token, on the repeat {heads.second_copy:.2f} "
-               f"(a uniform guess: {heads.chance:.2f}). {_esc(heads.reading)}.</p>")
+    reading = heads.reading[:1].upper() + heads.reading[1:]  # a sentence of the page: "(...). no copying" read so
+    out.append(f"<p>Loss on the first copy {heads.first_copy:.2f} nats a token, on the repeat {heads.second_copy:.2f} "
+               f"(a uniform guess: {heads.chance:.2f}). {_esc(reading)}.</p>")
     return out
 
 

@@ -100,7 +100,7 @@ def test_report_renders_in_a_headless_browser(report):
     context = re.search(r'<svg id="context-chart"[^>]*width="(\d+)" height="(\d+)"', dom)
     assert context and int(context.group(1)) > 0
     heads = dom[dom.index("<h2>What each head does</h2>"):]  # the browser parsed :heads's table whole
-    assert heads.count("<tr>") == 1 + 2 * 2 + 1 and heads.index("</table>") < heads.index("loss on the first copy")
+    assert heads.count("<tr>") == 1 + 2 * 2 + 1 and heads.index("</table>") < heads.index("Loss on the first copy")
 
 
 def _png_pixels(data: bytes) -> tuple[int, int, bytes]:
