@@ -648,3 +648,12 @@ def test_the_reports_config_is_headed_as_config_heads_it(tmp_path):
     run(session, f":report {page}")
     html = page.read_text(encoding="utf-8")
     assert "<h3>training</h3>" in html and "<h3>generation</h3>" in html and "<h3>train</h3>" not in html
+
+
+def test_ngram_n1_says_no_table_over_zero_characters():
+    from minitf_repl.commands.counting import NgramResult, NgramRow, verdict
+
+    rows = [NgramRow(0, 0, 1.0, 4.6, 4.6, None, None, 1), NgramRow(1, 1, 1.0, 3.2, 3.2, None, None, 1)]
+    result = NgramResult("pydoc", "character", 103, 100, 100, 10, 10, False, rows, None, 600, 1.29, 1.86, 64, True)
+    said = " ".join(verdict(result))
+    assert "over the 0 characters" not in said and "it has learned more than how often each character comes" in said

@@ -264,7 +264,9 @@ def verdict(result: NgramResult) -> list[str]:
     if len(beaten) == len(result.rows):
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is below every counter: "
                 f"{round(top.val_loss, 3) - round(loss, 3):.3f} nats a {result.unit} under the best, n = {top.n}: "
-                f"it has learned what no table of counts over the {count(max(0, top.n - 1), result.unit)} before holds"]
+                + (f"it has learned what no table of counts over the {count(top.n - 1, result.unit)} before holds"
+                   if top.n >= 2 else  # `:ngram n=1`: "over the 0 characters before"
+                   f"it has learned more than how often each {result.unit} comes")]
     if not beaten:
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is not yet below the uniform guess"]
     passed = max(beaten, key=lambda row: row.n)
