@@ -657,3 +657,15 @@ def test_ngram_n1_says_no_table_over_zero_characters():
     result = NgramResult("pydoc", "character", 103, 100, 100, 10, 10, False, rows, None, 600, 1.29, 1.86, 64, True)
     said = " ".join(verdict(result))
     assert "over the 0 characters" not in said and "it has learned more than how often each character comes" in said
+
+
+def test_heads_on_a_task_says_the_repeat_mixes_with_the_task():
+    """On sort, the repeat's lower loss was called copying from context: the answer positions are the sort skill."""
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session("sort:4")
+    run(session, ":train steps=3")
+    text = " ".join(plain(run(session, ":heads")).split())
+    assert "on sort the repeated tokens are the task's digits" in text, text
+    assert "on sort the repeated" not in " ".join(plain(run(session, ":heads 1234=1234")).split())

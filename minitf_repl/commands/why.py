@@ -527,6 +527,9 @@ class HeadsResult:
     # the data it trained on, where that is random tokens ("random" or "repeat"): why a first copy costs more than
     # ln V is then not that its text taught it something else
     random_data: str = field(default="", metadata={"view_only": True})
+    # a task's name where its model was scored on repeated random tokens: a sort model writes a question's digits back
+    # sorted after its '=', so a repeat's lower loss there is partly the task, not copying from context
+    task: str = field(default="", metadata={"view_only": True})
 
 
 def heads_reading(roles, first: float | None, second: float | None, se: float | None = None,
@@ -647,7 +650,8 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
                        roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy, roles.copy_gain_se,
                                                    layer),
                        untrained=session.untrained, ablations=switched_off(session), copy_gain_se=roles.copy_gain_se,
-                       random_data=session.data.name if session.data.name in ("random", "repeat") else "")
+                       random_data=session.data.name if session.data.name in ("random", "repeat") else "",
+                       task=session.data.name if text is None and hasattr(session.data, "answer") else "")
 
 
 @render.register(HeadsResult)
@@ -717,6 +721,11 @@ def render_heads(result: HeadsResult, console: Console) -> None:
         note(console, f"first copy: {result.first_copy:.2f} nats a token (random: nothing to go on{above}), the "
                       f"repeat: {result.second_copy:.2f} (each token there can be read off the first copy)")
     say(console, result.reading, "green")
+    if result.task and result.first_copy is not None:
+        note(console, f"on {result.task} the repeated tokens are the task's digits and '+' and '=', and the model was "
+                      f"trained to write an answer made of a question's digits after its '=': a repeat's lower loss there is partly "
+                      f"what the task taught, not only copying from context; {cmd('heads', 'TEXT')} scores the heads on "
+                      f"a text of your own")
     carrier = max((row for row in result.heads if row.carries is not None), key=lambda r: r.carries, default=None)
     if (carrier is not None and round(carrier.carries, 2) > 0  # no head takes any: none is "needed most"
             and result.second_copy <= COPIES_AT * result.first_copy):
