@@ -39,8 +39,8 @@ from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
-from .parsing import (BOOL_WORDS, convert, near_bool, fits_first_option, missing_value, parse_line, prepare_args, reads_prose,
-                      refuse_a_setting, shell_text)
+from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, near_bool, parse_line, prepare_args,
+                      reads_prose, refuse_a_setting, shell_text)
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -181,12 +181,16 @@ def _completion_for(words: list[str]) -> int | None:
     or installed, and the exit status; None where no shell is named (Typer's own option finds the shell it runs in).
     With shellingham installed, Typer's options take no value: the name was dropped, and a zsh user running bash got
     bash's script written into ~/.bashrc, without a word. A word that names no shell is refused."""
-    for k, word in enumerate(words):
+    # minitf's own options only: before `--` and before the command (`minitf tok -- --install-completion=bash` is
+    # text to tokenize, and wrote into ~/.bashrc)
+    before = words[: words.index("--")] if "--" in words else words
+    at = next((k for k, word in enumerate(before) if word == "help" or word in REGISTRY.names()), len(before))
+    for k, word in enumerate(before[:at]):
         option, eq, value = word.partition("=")
         if option not in _COMPLETION_OPTIONS:
             continue
         if not eq:
-            value = words[k + 1] if k + 1 < len(words) else ""
+            value = before[k + 1] if k + 1 < len(before) else ""
         if not value or value.startswith("-") or (not eq and value in REGISTRY.names()):
             return None  # Typer's own: the shell it runs in
         if value.lower() not in COMPLETION_SHELLS:
@@ -209,7 +213,9 @@ def _prints_only(words: list[str]) -> bool:
     """Whether the command line asks only for text (a help, the version, a completion script) or to install
     completion: nothing a process under torchrun other than the first has to do."""
     before = words[: words.index("--")] if "--" in words else words
-    if {"--version", "--help", "-h", "--show-completion", "--install-completion"} & set(before):
+    # `--show-completion=fish` too: every process of a torchrun launch printed it (or rewrote ~/.zshrc)
+    printing = {"--version", "--help", "-h", "--show-completion", "--install-completion"}
+    if printing & {word.partition("=")[0] for word in before}:
         return True
     # the first word that names a command (`--data sort help train`: after minitf's own options and their values)
     named = next((word for word in before if word == "help" or word in REGISTRY.names()), None)
@@ -625,7 +631,8 @@ def _flag_words(args: list[str], commands, options=()) -> list[str]:
         if flag is not None and not eq and i + 1 < len(args) and args[i + 1].lower() in BOOL_WORDS:
             eq, value, i = "=", args[i + 1], i + 1  # `--cache off`: the word after the flag is its value
         elif flag is not None and not eq and i + 1 < len(args):
-            near_bool(name, args[i + 1])  # `--cache of`: a typo of one, not text
+            near_bool(name, args[i + 1], f"to begin the text with {args[i + 1]!r}, give the option its value: "
+                      f"{name} on {args[i + 1]}")  # `--cache of`: a typo of one, not text
         if flag is not None and eq and value.lower() in BOOL_WORDS:
             out.append(flag.opts[0] if BOOL_WORDS[value.lower()] else flag.secondary_opts[0])
         else:

@@ -268,11 +268,10 @@ class FrontDoor:
         word = stripped.split(None, 1)[0].lower()
         if word not in self.registry.names():
             return ""
-        try:  # the line as the command, where it parses so: `quit now` was told `:quit now`, which :quit refuses
-            parse_line(":" + stripped, self.registry)
-            line = f":{clip(stripped)}"
-        except UserError:
-            line = f":{word}"
+        line = f":{clip(stripped)}"  # the whole line: where it is wrong as a command, its own error says how
+        named = self.registry.names()[word]
+        if named.positional is None and not named.options:  # `quit now`: a command of no words at all (:quit
+            line = f":{word}"  # refuses any text), the line cut to its name
         return f"; a line without ':' is text for the model to continue; {line} runs it as a command"
 
     def run(self, command: Command, args: dict, meant: str = "") -> str:

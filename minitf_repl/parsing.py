@@ -37,24 +37,37 @@ class _Clear:
 
 CLEAR = _Clear()
 
-CHOICE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32"}  # short names of choices, where one is
+# short names of choices, where one has them: `dtype=bf16`, as :device's bf16 column writes it
+CHOICE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32"}
 BOOL_WORDS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 
 
-def near_bool(flag: str, word: str) -> None:
-    """UserError where the word after an on/off option written alone (`--cache of`) is one letter from an on/off word:
-    the option was read as on, and the word joined the text (`gen hello --cache of` generated from "hello of", with
-    the cache on). Another word is text, as the option alone is on (`--cache maybe` too: no typo of one)."""
-    import difflib
+def _one_edit(a: str, b: str) -> bool:
+    """Whether a and b differ by one letter (one added, dropped or changed) or two neighbours swapped (ture, true)."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        apart = [k for k, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(apart) == 1 or (len(apart) == 2 and apart[1] == apart[0] + 1
+                                   and a[apart[0]] == b[apart[1]] and a[apart[1]] == b[apart[0]])
+    short, long = sorted((a, b), key=len)
+    return any(long[:k] + long[k + 1:] == short for k in range(len(long)))
 
+
+def near_bool(flag: str, word: str, text_way: str = "") -> None:
+    """UserError where the word after an on/off option written alone (`--cache of`) is one letter from an on/off word
+    of three letters or more: the option was read as on, and the word joined the text (`gen hello --cache of`
+    generated from "hello of", with the cache on). Another word is text, as the option alone is on. Not the
+    two-letter words: "now" and "one" are a letter from "no" and "on", and often a text's first word. `text_way`:
+    how the front end keeps such a word as text, said as the other fix."""
     lower = word.lower()
-    if lower in BOOL_WORDS or not lower.isalpha() or len(lower) > 6:
-        return
-    # not the two-letter words: "now" and "one" are a letter from "no" and "on", and often a text's first word
-    close = difflib.get_close_matches(lower, [w for w in BOOL_WORDS if w.isalpha() and len(w) > 2], n=1, cutoff=0.75)
-    if close:
-        raise UserError(f"{flag} {word}: did you mean {flag} {close[0]}? An on/off option takes on or off (or "
-                        f"true/false, yes/no, 1/0); a word after it that is none of those is read as text")
+    close = next((w for w in BOOL_WORDS if w.isalpha() and len(w) > 2 and _one_edit(lower, w)), None)
+    if close is not None:
+        other = f"; {text_way}" if text_way else ""
+        raise UserError(f"{flag} {word}: did you mean {flag} {close}? An on/off option takes on or off (or "
+                        f"true/false, yes/no, 1/0){other}")
+
+
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 def show_value(value) -> str:
     """A value as a message shows it: text quoted and clipped, the rest as Python writes it."""
@@ -142,8 +155,9 @@ def check_value(param: Param, value, typed: str | None = None):
     if param.choices and isinstance(value, str) and value not in param.choices:  # RMSNorm, AdamW: as papers write them
         value = next((c for c in param.choices if isinstance(c, str) and c.lower() == value.strip().lower()), value)
         # a choice's short name, as :device's bf16 column writes it (`dtype=bf16` was refused beside it)
-        value = value if CHOICE_ALIASES.get(value.strip().lower()) not in param.choices else \
-            CHOICE_ALIASES[value.strip().lower()]
+        alias = CHOICE_ALIASES.get(value.strip().lower())
+        if alias is not None and alias in param.choices:
+            value = alias
     spec = param.spec
     value = spec.check(value, typed)
     spec.check_limit(value)
@@ -566,7 +580,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 if nxt is not None and nxt.quoted_from is None and nxt.text.lower() in BOOL_WORDS:
                     value, i = nxt.text, i + 1
                 elif nxt is not None and nxt.quoted_from is None:
-                    near_bool(typed if short is not None else f"--{param.name}", nxt.text)
+                    near_bool(typed if short is not None else f"--{param.name}", nxt.text,
+                              f"to begin the text with {nxt.text!r}, give the option its value: "
+                              f"--{param.name}=on {nxt.text}")
             elif nxt is None:
                 raise missing_value(typed if short is not None else f"--{param.name}", param)
             else:

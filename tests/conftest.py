@@ -35,6 +35,7 @@ def _point_user_dirs_at(home, setenv, delenv) -> None:
     setenv("XDG_CACHE_HOME", str(home / "cache"))
     setenv("XDG_STATE_HOME", str(home / "state"))
     delenv("MINITF_CACHE_DIR", raising=False)  # the cache follows XDG_CACHE_HOME unless a test sets it
+    delenv("MINITF_PRODUCTS", raising=False)  # a user's choice of float32 products: the tests measure or set their own
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -179,7 +179,8 @@ def test_an_on_off_option_alone_still_takes_text_after_it():
     from test_commands import run, tiny_session
 
     session = tiny_session("pydoc")
-    for line in (":gen --cache now n=2", ":gen --cache maybe n=2", ":gen hi --cache one n=2"):
+    for line in (":gen --cache now n=2", ":gen --cache maybe n=2", ":gen hi --cache one n=2", ":gen --cache offer n=2",
+                 ":gen --cache=on of n=2"):  # the way a refusal gives to begin the text with "of"
         assert run(session, line).cache  # "now" and "one" are a letter from "no" and "on", and text
 
 
@@ -190,7 +191,7 @@ def test_shell_refuses_a_misspelt_on_off_value_in_one_line():
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [
         "error: --cache of: did you mean --cache off? An on/off option takes on or off (or true/false, yes/no, 1/0); "
-        "a word after it that is none of those is read as text"], result.stderr
+        "to begin the text with 'of', give the option its value: --cache on of"], result.stderr
 
 
 def test_gen_json_gives_no_seed_where_a_drawn_one_decided_nothing():
@@ -596,6 +597,8 @@ def test_a_commands_name_typed_as_text_gets_a_line_that_runs():
     command = REGISTRY["gen"]
     assert door._meant_as_command("quit now", command).endswith("; :quit runs it as a command")
     assert door._meant_as_command("train steps=2", command).endswith("; :train steps=2 runs it as a command")
+    # a line wrong as the command is kept whole, for its own error to correct (`:train` alone would run 600 steps)
+    assert door._meant_as_command("train stpes=5", command).endswith("; :train stpes=5 runs it as a command")
 
 
 def test_a_run_under_torchrun_says_how_one_process_continues_its_checkpoint(tmp_path):
@@ -669,3 +672,36 @@ def test_heads_on_a_task_says_the_repeat_mixes_with_the_task():
     text = " ".join(plain(run(session, ":heads")).split())
     assert "on sort the repeated tokens are the task's digits" in text, text
     assert "on sort the repeated" not in " ".join(plain(run(session, ":heads 1234=1234")).split())
+
+
+# --- the session's own review --------------------------------------------------------------------------------------
+def test_completion_options_after_dashes_or_the_command_are_text(tmp_path, monkeypatch):
+    """`minitf tok -- --install-completion=bash` wrote into ~/.bashrc: its words after `--` are text to tokenize."""
+    from test_cli import invoke
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = invoke("tok", "--", "--install-completion=bash")
+    assert result.exit_code == 0 and "tokens" in result.stdout and not (tmp_path / ".bashrc").exists()
+    assert "#compdef" not in invoke("tok", "--", "--show-completion", "zsh").stdout
+
+
+def test_under_torchrun_a_completion_option_with_equals_is_the_first_processs():
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    later = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1"}
+    result = CliRunner().invoke(cli.app, ["--show-completion=fish"], env=later)
+    assert result.exit_code == 0 and result.stdout == ""  # printed once a process before
+
+
+def test_load_model_finds_the_shells_folder_from_the_environment(tmp_path, monkeypatch):
+    from minitf_repl import load_model
+    from test_cli import invoke
+
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "ck"))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # a notebook's folder, with no ./checkpoints
+    assert invoke("--data", "sort:2", "--set", "n_layers=1", "train", "--steps", "2").exit_code == 0
+    model, data = load_model("autosave")  # looked in ./checkpoints, and told "save one under that name first"
+    assert data.name == "sort"

@@ -564,11 +564,16 @@ def _is_gone(spec: str, builtin: tuple) -> bool:
         return False
 
 
-def load_model(name: str, directory="checkpoints", device="cpu"):
-    """(model, data) of the checkpoint NAME in `directory`, for a script or a notebook: the weights `:load NAME`
+def load_model(name: str, directory=None, device="cpu"):
+    """(model, data) of the checkpoint NAME in `directory` (None: where the shell saves, $MINITF_CHECKPOINT_DIR or
+    ./checkpoints), for a script or a notebook: the weights `:load NAME`
     loads, in eval mode, and the data it trained on (its tokenizer at `data.tokenizer`), or a `VocabOnly` stand-in
     that reads and writes text where that data is gone (checkpoint_data). A model trained in the shell is then
     one line away from Python (`model, data = load_model("autosave")`), which needed three of this module's names."""
+    if directory is None:
+        from ..paths import default_checkpoint_dir
+
+        directory = default_checkpoint_dir()
     checkpoint = load_checkpoint(directory, name)
     device = resolve_device(device) if isinstance(device, str) else torch.device(device)
     return build_model(checkpoint).to(device).eval(), checkpoint_data(checkpoint)
