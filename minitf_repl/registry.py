@@ -51,7 +51,9 @@ class Param:
     # one. Any other completes its first word only (a second checkpoint name after `:load run1` is an error).
     several: bool = False
     required: bool = False  # a positional the command cannot run without (`:load NAME`): its usage has no brackets
-    alone: tuple = ()  # the words of a `several` text that take no other (`:ablate off`): Tab offers them first only
+    # the words of a `several` text that begin it (`:ablate off`, which may name the parts it puts back): Tab offers
+    # them first only
+    alone: tuple = ()
     # A positional text may start with '-' given after `--` (`minitf gen -- -5 apples`); False where it never may
     # (a new checkpoint's name: core.checkpoint.check_new_name), so the shell does not offer `--` for it.
     dash: bool = True

@@ -207,7 +207,8 @@ def test_data_json_says_a_vocabularys_character_count_is_not_known(tmp_path):
     result = invoke("--checkpoint-dir", folder, "--load", "ft", "data", "--json")
     doc = json.loads(result.stdout)
     # was "chars": 0 beside null token counts: the count is unknown, not zero
-    assert doc["schema"].startswith("minitf.data/") and doc["info"]["kind"] == "vocabulary" and doc["info"]["chars"] is None
+    assert doc["schema"].startswith("minitf.data/") and doc["info"]["kind"] == "vocabulary"
+    assert doc["info"]["chars"] is None
 
 
 def test_data_json_gives_no_character_count_for_random_tokens():

@@ -140,7 +140,8 @@ def test_gen_says_it_samples_the_int8_copy_and_the_ablated_model():
     assert result.ablations == ["head 0.1"] and "switched off now: head 0.1 (:ablate off puts the model back)" \
         in plain(result)
     document = json_document(REGISTRY["gen"], result)
-    assert document["schema"].startswith("minitf.gen/") and document["int8"] is True and document["ablations"] == ["head 0.1"]
+    assert document["schema"].startswith("minitf.gen/") and document["int8"] is True
+    assert document["ablations"] == ["head 0.1"]
 
 
 # --- :ablate mask, then causal=off and on ----------------------------------------------------------------------

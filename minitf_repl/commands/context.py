@@ -300,9 +300,12 @@ def readings(result: ContextResult) -> list[str]:
                 # position p reads p + 1 tokens: up to n - 2 the counter reads all the model does (sort:1's position
                 # 1 reads '1=', the trigram's two), so the gap there is no reach: a held-out question the table never
                 # counted, which the model answers from what it learned of the others
+                task = not all(curve.counted)  # a task's loss counts answers alone
+                beyond = (f"; from position {n - 1} on, what the model reads and a table of counts cannot use"
+                          if n - 1 < T else "")
                 lines.append(f"{said}; up to position {n - 2} both read the same {unit}s, so the gap there is not "
                              f"reading further back but what the model makes of them where the table has few or no "
-                             f"counts (a task's held-out questions: none)")
+                             f"counts{' (a held-out question: none)' if task else ''}{beyond}")
             else:
                 lines.append(f"{said}: what the model reads and a table of counts cannot use")
         else:  # past its window, of the positions it trained on: the rows after them may well be under the counter

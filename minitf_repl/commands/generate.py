@@ -75,9 +75,9 @@ class GenResult:
     off_task: str | None = None  # a task: the prompt is no question of it (or lacks its '='), and what one is
     # a task: n ran out before the answer after the question was whole, so it is not graded: how far it got, the fix
     unfinished: str | None = None
-    # the sampling seed used: gen_seed, or one drawn for this call when gen_seed was none; none where a drawn one
-    # decided nothing (greedy after a given prompt: the JSON gave a number that changed every run and meant nothing)
-    seed: int | None = None
+    # (greedy after a given prompt a drawn seed decides nothing: its number changed every run and read as one that
+    # mattered, so it is null there)
+    seed: int | None = None  # the sampling seed: gen_seed, or one drawn for this call; null where no draw decided
     # gen_seed was none: `seed` was drawn here, and seed=SEED gives the same text again (False where the seed decided
     # nothing: greedy text after a given prompt)
     seed_drawn: bool = False

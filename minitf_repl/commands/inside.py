@@ -178,9 +178,8 @@ class StepResult:
     temperature: float
     top_k: int | None
     top_p: float | None
-    # the generator's seed: `:gen PROMPT n=1 seed=SEED` picks the same token; None at temperature 0, where the argmax
-    # is the pick and no draw is made (a seed drawn for nothing read as one that mattered)
-    seed: int | None
+    # (at temperature 0 the argmax is the pick and no draw is made: a seed drawn for nothing read as one that mattered)
+    seed: int | None  # the generator's seed (`:gen PROMPT n=1 seed=SEED` picks the same token); null at temperature 0
     rows: list[StepRow]  # the highest logits, best first (the pick is added if it ranks lower)
     vocab_size: int
     n_top_k_kept: int
@@ -517,7 +516,8 @@ class TokResult:
     # vocabulary reads was shown, not a sample; "" where the data's sample was
     stand_in: str = field(default="", metadata={"view_only": True})
     # the text as its tokens spell it where that differs from the text given: a character the vocabulary holds in
-    # Unicode's other form (é typed as one character, the data's e and a combining accent), read as that; null: the same
+    # Unicode's other form (é typed as one character, the data's e and a combining accent), read as that; null: the
+    # same
     read_as: str | None = None
 
 
@@ -1025,7 +1025,8 @@ def render_tok(result: TokResult, console: Console) -> None:
     note(console, f"{count(len(result.ids), 'token')}, {per}; ids index a vocabulary of {result.vocab_size:,}")
     if result.read_as is not None:
         read = count(len(result.read_as), "character")
-        note(console, f"read as the data writes it, {quoted(result.read_as)}: {read} where {len(result.text)} were typed. Unicode "
+        typed = f"{len(result.text)} {'was' if len(result.text) == 1 else 'were'} typed"
+        note(console, f"read as the data writes it, {quoted_end(result.read_as, 40)}: {read} where {typed}. Unicode "
                       "writes an accented letter as one character (é) or as the letter and a combining accent (e + "
                       "◌́), and the vocabulary holds the other form")
     if result.stand_in:  # "a sample of the data" was said of "The quick brown", a text the data never held

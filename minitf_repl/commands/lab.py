@@ -343,7 +343,9 @@ def _setting(key: str, label: str) -> str:
     hint = f"; did you mean {close[0]}?" if close else ""
     own = key.replace("-", "_").lower()
     if own in options:  # `norm=rmsnorm,data=sort`: "did you mean data?" of data itself; it goes apart, for all
-        hint = f"; {own}= is {cmd('compare')}'s own, for every contender: its own word, after a space"
+        value = next((p.partition("=")[2] for p in re.split(r"[,\s]+", label) if p.partition("=")[0] == key), "")
+        hint = (f"; {own}= is {cmd('compare')}'s own, for every contender: give {own}={value or 'VALUE'} to the "
+                f"comparison, after the contenders")
     raise UserError(f"{clip(key)!r} in contender {clip(label)!r} is no setting{hint} ({cmd('help', 'set')} lists the "
                     f"settings a contender can change; {cmd('compare')}'s own options are {', '.join(options)})")
 
@@ -431,7 +433,8 @@ def render_compare(result: CompareResult, console: Console) -> None:
     blown = blew_up(result)
     curves = [Curve(o.label, [e.step for e in o.curve], [e.bpc if bpc else e.val_loss for e in o.curve], *mark(k),
                     joined=True) for k, o in enumerate(result.outcomes)
-              if not o.diverged and all(o is not b for b, _ in blown)]  # its losses on the way up (1e11) would flatten every other curve
+              # a diverged one's losses on the way up (1e11) would flatten every other curve, as a blown one's do
+              if not o.diverged and all(o is not b for b, _ in blown)]
     if curves and measured:
         drawn = chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
                       levels=counter_levels(result.counters))
@@ -482,12 +485,13 @@ BLEW_UP = 2.0  # a val loss over this many times ln V: a run that blew up, thoug
 
 
 def blew_up(result: CompareResult) -> list[tuple]:
-    """(outcome, its highest val loss) of each contender that blew up without diverging: a val loss above BLEW_UP x
-    ln V (where no val loss above a uniform guess's is learning, and an unstable start stays well within it)."""
+    """(outcome, its highest val loss) of each contender that blew up without diverging: its last val loss above
+    BLEW_UP x ln V (where no val loss above a uniform guess's is learning, and an unstable start stays well within
+    it). The last, not the worst: a spike it came back from (9.5, then 2.5, the best) is no run that failed."""
     if result.chance is None:
         return []
-    return [(o, worst) for o in result.outcomes if not o.diverged and o.curve
-            and (worst := max(e.val_loss for e in o.curve)) > BLEW_UP * result.chance]
+    return [(o, max(e.val_loss for e in o.curve)) for o in result.outcomes if not o.diverged and o.curve
+            and o.curve[-1].val_loss > BLEW_UP * result.chance]
 
 
 def _say_warm_up(contenders: list, steps: int, reporter: Reporter) -> None:
@@ -765,7 +769,7 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     if off and named:  # `off head=0.1`: that part alone back on, the others stay off
         missing = [a for a in named if a not in previous]
         if missing:
-            said = f"{', '.join(map(str, missing))} {'is' if len(missing) == 1 else 'are'} not switched off"
+            said = f"not switched off: {', '.join(map(str, missing))}"  # ("the positions is not" read wrong)
             if not previous:
                 raise UserError(f"{said}: nothing is off now, so there is nothing to put back")
             typed = {"head": lambda a: f"head={a.layer}.{a.head}", "block": lambda a: f"block={a.layer}"}

@@ -613,7 +613,10 @@ keep_with_load([*(spec.name for spec in ShellConfig.specs() if spec.shell_option
 def _quote_spaced_value(words: list[str], given: dict) -> None:
     """A text value cut at a space (`:set checkpoint_dir=/tmp/my runs`): where no word names an option and one value
     given is text, the words were that value's rest, and the fix quotes it whole. It was told to show `runs`."""
-    texts = [key for key, value in given.items() if isinstance(value, str)]
+    # a folder only (checkpoint_dir): no other setting's value has a space (norm=rmsnorm lrr, tokenizer=bpe:512 vocab
+    # were told to quote it, and the quoted line was refused in turn)
+    texts = [key for key, value in given.items() if isinstance(value, str)
+             and getattr(SET.param_named(key).setting, "folder", False)]
     if len(texts) != 1 or any(SET.param_named(word) is not None for word in words):
         return
     key = texts[0]

@@ -184,10 +184,9 @@ def render_device(result: DeviceResult, console: Console) -> None:
     from ..core.fastpath import PRODUCTS_ENV  # torch is in: the products were measured or chosen
 
     fixed = result.cpu_float32_products_by not in (None, "measured")
-    which = "oneDNN" if result.cpu_float32_products == "oneDNN" else "torch"
     how = (f"set by ${result.cpu_float32_products_by}" if fixed else
-           f"measured when this process began, which a busy machine can tip either way (${PRODUCTS_ENV}=onednn "
-           f"or =torch fixes it)")
+           f"measured at this process's first float32 product, which a busy machine can tip either way "
+           f"(${PRODUCTS_ENV}=onednn or =torch fixes it)")
     if result.cpu_float32_products == "oneDNN":
         said = "oneDNN's kernels" + ("" if fixed else ", measured faster here than torch's own (MKL's)")
         note(console, f"float32 products on the CPU: {said}; {how}")
@@ -306,8 +305,9 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
         note(console, "int8 here saves memory, not time: a weight-only int8 product still multiplies in float, and "
                       "a model this small spends its time on calls, not on reading weights")
     if result.untrained:
+        # from the shell the train first: `--load autosave` alone failed where no run had saved one yet
         fix = (f"{cmd('train')} first" if syntax() == REPL else
-               f"give a trained model, e.g. {cmd('quantize', 'int8', load=AUTOSAVE_NAME)}")
+               f"{cmd('train')} first (it autosaves), then {cmd('quantize', 'int8', load=AUTOSAVE_NAME)}")
         note(console, f"this model has not trained yet: the val loss and tokens compared are random weights'; {fix}")
     made = f"{count(m.linear_layers, 'Linear layer')} int8, on the CPU"
     if syntax() == REPL:

@@ -968,9 +968,8 @@ class PlotResult:
     # a chart of watched frames: the model's step where it has trained on since the last frame (an unwatched :train
     # after the watched one), so that the chart's end is not read as the model's; None: the frames reach it
     model_step: int | None = None
-    # induction: the score of a head that attends evenly, drawn as a level: four heads at 0.032 to 0.034 zigzagged
-    # over the whole height, with nothing to say that even attention scores 0.033
-    even: float | None = None
+    # (four heads at 0.032 to 0.034 zigzagged over the whole height, with nothing to say even attention scores 0.033)
+    even: float | None = None  # induction: the score of a head that attends evenly, drawn as a level
 
 
 def plot_levels(counters: list[tuple[int, float]]) -> list[PlotLevel]:

@@ -722,10 +722,10 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                       f"repeat: {result.second_copy:.2f} (each token there can be read off the first copy)")
     say(console, result.reading, "green")
     if result.task and result.first_copy is not None:
-        note(console, f"on {result.task} the repeated tokens are the task's digits and '+' and '=', and the model was "
-                      f"trained to write an answer made of a question's digits after its '=': a repeat's lower loss there is partly "
-                      f"what the task taught, not only copying from context; {cmd('heads', 'TEXT')} scores the heads on "
-                      f"a text of your own")
+        note(console, f"on {result.task} the repeated tokens are the task's digits and '+' and '=', and the model "
+                      f"was trained to write an answer made of a question's digits after its '=': a repeat's lower "
+                      f"loss there is partly what the task taught, not only copying from context; "
+                      f"{cmd('heads', 'TEXT')} scores the heads on a text of your own")
     carrier = max((row for row in result.heads if row.carries is not None), key=lambda r: r.carries, default=None)
     if (carrier is not None and round(carrier.carries, 2) > 0  # no head takes any: none is "needed most"
             and result.second_copy <= COPIES_AT * result.first_copy):
