@@ -197,7 +197,7 @@ def _completion_for(words: list[str]) -> int | None:
             _command_line_error(f"{option} takes a shell's name, one of {', '.join(COMPLETION_SHELLS[:4])}, or none "
                                 f"for the shell it runs in; got {clip(value)!r}")
             return 2
-        from typer._completion_shared import get_completion_script, install
+        from typer.completion import get_completion_script, install
 
         shell = value.lower()
         if option == "--show-completion":

@@ -202,8 +202,8 @@ def test_every_python_example_in_the_docs_runs_as_written(where, code, capsys, t
         from test_cli import invoke
 
         monkeypatch.chdir(tmp_path)
-        folder = str(tmp_path / "checkpoints")
-        assert invoke("--checkpoint-dir", folder, "--set", "n_layers=1", "train", "--steps", "2").exit_code == 0
+        monkeypatch.delenv("MINITF_CHECKPOINT_DIR", raising=False)  # ./checkpoints, a user's default
+        assert invoke("--set", "n_layers=1", "train", "--steps", "2").exit_code == 0
         capsys.readouterr()
     exec(compile(code, where, "exec"), {"__name__": "__docs__"})  # docs/code.md's used idx and targets undefined
     assert capsys.readouterr().out  # it shows what it says it shows
