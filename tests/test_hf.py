@@ -129,7 +129,7 @@ def test_load_hf_through_the_front_door_shows_bpe_pieces(gpt2, tokenizer):
     tok = run_command(s, "tok", {"text": "First Citizen"})
     assert tok.tokens == [tokenizer.itos[i] for i in tokenizer.encode("First Citizen")]
     assert any(len(piece) > 1 for piece in tok.tokens) and "".join(tok.tokens) == "First Citizen"
-    assert "subword pieces of 13 characters" in text_of(tok)
+    assert "for 13 characters (13 bytes)" in text_of(tok)
     attn = run_command(s, "attn", {"prompt": "First Citizen", "layer": 1})
     assert attn.tokens == tok.tokens and len(attn.maps[0]) == len(tok.tokens)
     shown = text_of(attn)

@@ -762,3 +762,64 @@ def test_score_says_no_position_past_the_counters_reach_beat_it():
     result.counter_loss, result.loss = 2.3, 2.3
     assert "at no position from t = 2 on (where the model has read more than the counter) did the model" \
         in counter_words(result)
+
+
+# --- a byte-level BPE end to end (a helper replayed its merges and round trips) -------------------------------------
+def bpe_session(tmp_path):
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import run
+
+    path = tmp_path / "text.txt"
+    path.write_text("héllo wörld 🐍 the cat sat on the mat. " * 300, encoding="utf-8")
+    session = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=32), TrainConfig(),
+                      data_spec=str(path), device_name="cpu")
+    session.checkpoint_dir = tmp_path / "ck"
+    run(session, ":set tokenizer=bpe:270")
+    return session
+
+
+def test_data_gives_a_bpe_corpus_split_as_its_characters_split(tmp_path):
+    """`:data` read "91/9" of a text split 90/10 on its characters: the shares were of a BPE's token counts."""
+    from test_commands import run
+    from test_render import plain
+
+    result = run(bpe_session(tmp_path), ":data")
+    chars = len(tmp_path.joinpath("text.txt").read_text(encoding="utf-8"))
+    assert result.info.val_chars == chars - int(0.9 * chars)
+    assert "(90/10 of its characters:" in " ".join(plain(result).split())
+
+
+def test_tok_of_a_bpe_counts_tokens_for_characters_and_bytes(tmp_path):
+    from test_commands import run
+    from test_render import plain
+
+    text = " ".join(plain(run(bpe_session(tmp_path), ":tok 🐍")).split())
+    assert "for 1 character (4 bytes)" in text and "subword pieces" not in text, text
+
+
+def test_gen_says_a_text_that_ends_inside_a_character(tmp_path, monkeypatch):
+    from test_commands import run
+    from test_render import plain
+
+    from minitf_repl.core import generate
+
+    session = bpe_session(tmp_path)
+    first_byte = session.data.tokenizer.encode("🐍")[0]  # one of its byte tokens, alone no character
+    monkeypatch.setattr(generate, "generate", lambda *args, **kwargs: (token for token in [first_byte]))
+    result = run(session, ":gen the n=1")
+    assert result.cut_character and result.text.endswith("\ufffd")
+    assert "the text ends inside a character: a byte-level BPE writes one as 1 to 4 byte tokens" \
+        in " ".join(plain(result).split())
+
+
+def test_load_names_a_checkpoints_bpe(tmp_path):
+    from test_commands import run
+    from test_render import plain
+
+    session = bpe_session(tmp_path)
+    run(session, ":train steps=1")
+    run(session, ":save b")
+    run(session, ":set tokenizer=char")
+    loaded = run(session, ":load b")
+    assert loaded.tokenizer == "byte-level BPE, 270 tokens" and "tokenizer: byte-level BPE" in plain(loaded)

@@ -186,7 +186,9 @@ class LoadResult:
     # the text read now is not the one the checkpoint was saved with (the same characters): what that means
     data_changed: str | None = None
     architecture: str | None = None  # hf:PATH: the folder's model_type (gpt2, llama); None for a checkpoint
-    tokenizer: str | None = None  # hf:PATH: the folder's tokenizer, in words
+    # the tokenizer, in words, where it is not characters: hf:PATH's, or a checkpoint's BPE (a load that switched the
+    # session from characters to bpe:512 did not say so)
+    tokenizer: str | None = None
     context: int | None = None  # hf:PATH: the folder's own context window where the lab's max_seq_len is shorter
     # {setting: [before, after]}: the training settings the checkpoint's run brought in place of the session's
     train_changed: dict[str, tuple] = field(default_factory=dict)
@@ -212,7 +214,7 @@ class LoadResult:
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True, browse="hf",
           required=True),
-], json_version=9)  # fmt: skip
+], json_version=10)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.checkpoint.layout import checkpoint_path
@@ -306,6 +308,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         model_changed=_changed(model_before, session.model_config, in_place=True),
         kept=kept, kept_step=kept_step if kept else None, kept_why=kept_why if kept else None,
         trained_dtype=trainer.trained_dtype, named=origin.get("kind") == "save",
+        tokenizer=session.data.tokenizer.describe() if session.data.tokenizer.unit != "character" else None,
     )
 
 
@@ -537,6 +540,8 @@ def render_load(result: LoadResult, console: Console) -> None:
         note(console, f"model: {shape}")
     if result.architecture is not None:
         note(console, f"architecture {result.architecture}, tokenizer: {result.tokenizer}")
+    elif result.tokenizer is not None:
+        note(console, f"tokenizer: {result.tokenizer}")
     if result.context is not None:
         say(console, f"context cut to max_seq_len={result.model_config['max_seq_len']:,} of the model's "
                      f"{result.context:,} positions (RoPE: the weights are the same at any length)", "yellow")

@@ -83,6 +83,9 @@ class GenResult:
     seed_drawn: bool = False
     int8: bool = False  # sampled from the int8 copy (:quantize int8), not the float model
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the text is that model's
+    # the text ends inside a character: n (or a stop) came after some of its bytes (a byte-level BPE writes 🐍 as four
+    # tokens), and they show as U+FFFD, which read as a bug where nothing said why
+    cut_character: bool = field(default=False, metadata={"view_only": True})
 
 
 @command("gen", "Generate text from a prompt (in the REPL, a line without ':' is one too).", params=[
@@ -169,6 +172,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         stream.close()
     if held:  # the text ends inside a character: its bytes as they are
         write(decode_after(tokenizer, before, held), len(held))
+    cut_character = bool(held)
     seconds = time.perf_counter() - start
     graded, off_task = _checked_answer(session.data, prompt, "".join(pieces), given_prompt)
     unfinished = None if graded is not None or stopped else _unfinished(session.data, prompt, "".join(pieces),
@@ -197,6 +201,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         off_task=off_task,
         unfinished=unfinished,
         seed=None if unseeded and not drawn else settings.gen_seed,  # a drawn seed that decided nothing is none
+        cut_character=cut_character,
         seed_drawn=drawn,
         cache_off=None if exact or not settings.cache else
         "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "
@@ -316,6 +321,10 @@ def gen_notes(result: GenResult, console: Console) -> None:
                       "probabilities")
     if (blank := only_whitespace(result.text)) is not None:
         say(console, blank, "yellow")
+    if result.cut_character:
+        note(console, f"the text ends inside a character: a byte-level BPE writes one as 1 to 4 byte tokens, and "
+                      f"{'the stop' if result.stopped else 'n'} came after some of its bytes, which show as �; a "
+                      "larger n writes it whole")
     if result.answered:  # off the task (`56+4=1234` on add:2) no answer is there: what is, is an answer's length
         whole = ("the prompt already has at least an answer's length after its first '=': nothing to add"
                  if result.off_task else "the prompt already holds a whole answer: nothing to add")

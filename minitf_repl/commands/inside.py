@@ -1020,9 +1020,12 @@ def render_tok(result: TokResult, console: Console) -> None:
         bottom.append(str(i).ljust(w), style="dim")
     console.print(top, highlight=False, no_wrap=True)
     console.print(bottom, highlight=False, no_wrap=True)
+    # "4 tokens, subword pieces of 1 character" read as pieces a character long: the counts, side by side
     per = (f"one per {result.kind}" if result.kind == "character"
-           else f"subword pieces of {count(len(result.text), 'character')}")
-    note(console, f"{count(len(result.ids), 'token')}, {per}; ids index a vocabulary of {result.vocab_size:,}")
+           else f"for {count(len(result.text), 'character')} ({count(len(result.text.encode()), 'byte')})")
+    tokens = count(len(result.ids), "token")
+    note(console, f"{tokens}{',' if result.kind == 'character' else ''} {per}; ids index a vocabulary of "
+                  f"{result.vocab_size:,}")
     if result.read_as is not None:
         read = count(len(result.read_as), "character")
         typed = f"{len(result.text)} {'was' if len(result.text) == 1 else 'were'} typed"

@@ -191,6 +191,9 @@ class DataInfo:
     questions: int | None = None
     # of those, the questions held out for validation, never trained on; None as for questions
     val_questions: int | None = None
+    # a corpus's characters in its validation split (its end); None: not a corpus. The split is of characters (90/10),
+    # which a BPE then reads in different numbers of tokens: the token counts' shares read 91/9
+    val_chars: int | None = None
 
 
 def check_split(split: str) -> None:
@@ -267,6 +270,7 @@ class TextCorpus:
         return DataInfo(
             self.name, "corpus", self.description, len(self.text), self.tokenizer.vocab_size,
             len(self.splits["train"]), len(self.splits["val"]), self.tokenizer.unit, self.tokenizer.describe(),
+            val_chars=len(self.text) - self.cut,
         )
 
     def retokenized(self, tokenizer) -> "TextCorpus":
