@@ -823,3 +823,13 @@ def test_load_names_a_checkpoints_bpe(tmp_path):
     run(session, ":set tokenizer=char")
     loaded = run(session, ":load b")
     assert loaded.tokenizer == "byte-level BPE, 270 tokens" and "tokenizer: byte-level BPE" in plain(loaded)
+
+
+@pytest.mark.parametrize("line", [":compare lr=0.01 lr=0.010 steps=2", ":compare lr=1e-2 learning_rate=0.01 steps=2"])
+def test_compare_refuses_one_contender_spelt_twice(line):
+    """`lr=0.01 lr=0.010` trained the same model twice, where `lr=0.01 lr=0.01` was refused."""
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    with pytest.raises(UserError, match="again: one contender trains the same model on the same batches"):
+        run(tiny_session("pydoc"), line)

@@ -253,7 +253,7 @@ def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session, o
     the same settings (`current lr=...` at the current rate) is said before its run (_say_same_runs)."""
     seen: dict[tuple, str] = {}
     for label, pairs in groups:
-        key = tuple(sorted("current" if p.lower() in ("current", "base") else p for p in pairs))
+        key = tuple(sorted(_same_setting(p) for p in pairs))
         if key in seen:
             others = [g for g, _ in groups if g != label and g != seen[key]]
             example = " ".join([seen[key], *others]) if others else f"{seen[key]} " \
@@ -263,6 +263,22 @@ def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session, o
                             f"each time, one curve at twice the wait; give each contender once, e.g. "
                             f"{cmd('compare', example, **own)}")
         seen[key] = label
+
+
+def _same_setting(pair: str) -> str:
+    """A contender's setting as it trains, whatever its spelling: `lr=0.010`, `lr=1e-2` and `learning_rate=0.01` are
+    `lr=0.01` (typed apart, they trained the same model twice); as typed where it names no setting or no value it
+    takes, which _check_pairs then refuses."""
+    if pair.lower() in ("current", "base"):
+        return "current"
+    key, eq, raw = pair.partition("=")
+    param = SET.param_named(key.strip()) if eq else None
+    if param is None:
+        return pair
+    try:
+        return f"{param.name}={convert(param, raw)!r}"
+    except UserError:
+        return pair
 
 
 def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
