@@ -833,3 +833,21 @@ def test_compare_refuses_one_contender_spelt_twice(line):
 
     with pytest.raises(UserError, match="again: one contender trains the same model on the same batches"):
         run(tiny_session("pydoc"), line)
+
+
+def test_score_gives_bits_per_character_that_compare_across_tokenizers(tmp_path):
+    """A learner comparing a char and a BPE model on one text had :score's loss per token alone."""
+    import math
+
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = bpe_session(tmp_path)
+    text = "the cat sat on the mat."
+    result = run(session, f":score {text}")
+    predicted = len(text) - len(session.data.tokenizer.decode(result.ids[:1]))
+    assert math.isclose(result.bits_per_char, sum(result.losses) / math.log(2) / predicted)
+    assert f"{result.bits_per_char:.4f} bits per character" in " ".join(plain(result).split())
+    char = run(tiny_session("pydoc"), f":score {text}")
+    assert math.isclose(char.bits_per_char, char.loss / math.log(2), rel_tol=1e-6)
+    assert run(tiny_session("sort:4"), ":score 1234=1234").bits_per_char is None  # a task: answers alone count

@@ -547,6 +547,9 @@ class ScoreResult:
     # "�" on their own, so their names told a wrong byte from the right one by nothing); None: compare the names
     ids: list[int] | None = None
     guess_ids: list[int] | None = None
+    # the -ln p summed, in bits, over the characters the tokens after the first spell: what compares between
+    # tokenizers (a BPE's loss per token does not); None where some positions are not counted (a task's question)
+    bits_per_char: float | None = None
 
     def right(self, t: int) -> bool:
         """Whether the best guess at position t is the true next token."""
@@ -562,7 +565,7 @@ class ScoreResult:
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
           meta="N"),
-], aliases=("tf",), json_version=6, guide="inside-views.md#teacher-forcing-every-next-token-at-once-score")  # fmt: skip
+], aliases=("tf",), json_version=7, guide="inside-views.md#teacher-forcing-every-next-token-at-once-score")  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     if args["counter"] is not None:
         check_counter(args["counter"], session.data.tokenizer.vocab_size)
@@ -593,6 +596,9 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
                          untrained=session.untrained, causal=session.model.causal,
                          counting=task_counting(data, counts, ids), ablations=switched_off(session),
                          ids=list(ids), guess_ids=list(scored.guess_ids))
+    predicted = len(data.tokenizer.decode(list(ids))) - len(data.tokenizer.decode(list(ids[:1])))
+    if all(scored.counted) and predicted > 0:
+        result.bits_per_char = sum(scored.losses) / math.log(2) / predicted
     if counter is not None:
         from ..core.ngram import counter_losses
 
@@ -653,6 +659,9 @@ def render_score(result: ScoreResult, console: Console) -> None:
              if given else f"the {n} -ln p" if n > 1 else "the one -ln p")
     say(console, f"loss {result.loss:.4f}: the mean of {which}, what {named('train')} minimises on every row of a "
                  f"batch (a uniform guess: ln(V) = {result.uniform:.2f})")
+    if result.bits_per_char is not None and result.unit != "character":  # a character's is the loss / ln 2
+        note(console, f"{result.bits_per_char:.4f} bits per character: the -ln p summed in bits over the characters "
+                      "the tokens spell, what compares with a model of another tokenizer")
     positions = count(len(counted), "counted position" if given else "position")
     note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
                   f"{cmd('lens')} and {cmd('step')} look at one position in depth")
