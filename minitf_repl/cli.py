@@ -183,9 +183,9 @@ def _completion_for(words: list[str]) -> int | None:
     bash's script written into ~/.bashrc, without a word. A word that names no shell is refused."""
     # minitf's own options only: before `--` and before the command (`minitf tok -- --install-completion=bash` is
     # text to tokenize, and wrote into ~/.bashrc)
-    before = words[: words.index("--")] if "--" in words else words
-    at = next((k for k, word in enumerate(before) if word == "help" or word in REGISTRY.names()), len(before))
-    for k, word in enumerate(before[:at]):
+    before = _before_dashes(words)
+    at = _first_command(before)
+    for k, word in enumerate(before[: len(before) if at is None else at]):
         option, eq, value = word.partition("=")
         if option not in _COMPLETION_OPTIONS:
             continue
@@ -209,17 +209,27 @@ def _completion_for(words: list[str]) -> int | None:
     return None
 
 
+def _before_dashes(words: list[str]) -> list[str]:
+    """The words before a bare `--`, after which every word is a command's text."""
+    return words[: words.index("--")] if "--" in words else words
+
+
+def _first_command(words: list[str]) -> int | None:
+    """Where the first word that names a command stands (`--data sort help train`: after minitf's own options and
+    their values), or None."""
+    return next((k for k, word in enumerate(words) if word == "help" or word in REGISTRY.names()), None)
+
+
 def _prints_only(words: list[str]) -> bool:
     """Whether the command line asks only for text (a help, the version, a completion script) or to install
     completion: nothing a process under torchrun other than the first has to do."""
-    before = words[: words.index("--")] if "--" in words else words
+    before = _before_dashes(words)
     # `--show-completion=fish` too: every process of a torchrun launch printed it (or rewrote ~/.zshrc)
     printing = {"--version", "--help", "-h", "--show-completion", "--install-completion"}
     if printing & {word.partition("=")[0] for word in before}:
         return True
-    # the first word that names a command (`--data sort help train`: after minitf's own options and their values)
-    named = next((word for word in before if word == "help" or word in REGISTRY.names()), None)
-    return named == "help"
+    at = _first_command(before)
+    return at is not None and before[at] == "help"
 
 
 class _Group(_FlagsUntyped, TyperGroup):

@@ -199,16 +199,14 @@ class Session:
         """The torch.device of device_name, resolved on first use (raises DeviceError)."""
         if self._device is None:
             from .core.device import resolve_device
-            from .core.errors import DeviceError
+            from .core.errors import DeviceUnavailable
             from .syntax import cmd
 
             try:
                 self._device = resolve_device(self.device_name)
-            except DeviceError as e:  # said at every command after a start on `--device cuda`, and only the first
-                # line (the start's warning) named the way out; an unknown name's message lists the names already
-                if "is not available here" not in str(e):
-                    raise
-                raise DeviceError(f"{e}; {cmd('device', 'cpu')} uses the CPU instead") from None
+            except DeviceUnavailable as e:  # said at every command after a start on `--device cuda`, and only the
+                # first line (the start's warning) named the way out (an unknown name's message lists the names)
+                raise DeviceUnavailable(f"{e}; {cmd('device', 'cpu')} uses the CPU instead") from None
         return self._device
 
     @property

@@ -392,11 +392,11 @@ def notes(result: ContextResult, console: Console) -> None:
     if not all(curve.counted):
         scored = [i for i, n in enumerate(curve.counted) if n]
         unscored = [i for i, n in enumerate(curve.counted) if not n]
-        verb, are = ("predicts", "is") if len(unscored) == 1 else ("predict", "are")
-        note(console, f"{'position' if len(unscored) == 1 else 'positions'} {spans(unscored)} {verb} no counted token: "
+        one, alone = len(unscored) == 1, len(scored) == 1  # "positions 0 predict" of one position
+        note(console, f"position{'' if one else 's'} {spans(unscored)} predict{'s' if one else ''} no counted token: "
                       f"a task's loss counts the answer only (the question is given), so "
-                      f"{'position' if len(scored) == 1 else 'positions'} {spans(scored)} "
-                      f"{'is the one' if len(scored) == 1 else 'are the ones'} scored")
+                      f"position{'' if alone else 's'} {spans(scored)} {'is the one' if alone else 'are the ones'} "
+                      "scored")
     if curve.counter is not None:
         reads_up_to = (f"reads the window's {result.unit}s up to it, at most "
                        f"{count(read_order(curve) - 1, result.unit)}" if read_order(curve) >= 2 else

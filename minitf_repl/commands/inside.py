@@ -968,7 +968,7 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     # no text: the data's sample, as every other view reads (its usage line said [TEXT], and it refused the default)
     text = args["text"] or sample_prompt(session.data)
-    if not args["text"] and hasattr(session.data, "answer") and hasattr(session.data, "sample_questions"):
+    if not args["text"] and hasattr(session.data, "answer"):
         # a task's whole example, as training reads it: the views' prompt is a question alone, its answer left to guess
         text += session.data.answer(text)
     from ..core.bpe import shown_piece

@@ -447,10 +447,11 @@ def render_compare(result: CompareResult, console: Console) -> None:
     by_position(result, console)
     bpc = result.by != "val loss"  # the tokenizers differ: the curves in bits per character, which compare
     blown = blew_up(result)
+    # the contenders that trained: a diverged one's losses on the way up (1e11) would flatten every other curve, as
+    # a blown one's do, and neither has a gap to judge
+    trained = [o for o in result.outcomes if not o.diverged and all(o is not b for b, _ in blown)]
     curves = [Curve(o.label, [e.step for e in o.curve], [e.bpc if bpc else e.val_loss for e in o.curve], *mark(k),
-                    joined=True) for k, o in enumerate(result.outcomes)
-              # a diverged one's losses on the way up (1e11) would flatten every other curve, as a blown one's do
-              if not o.diverged and all(o is not b for b, _ in blown)]
+                    joined=True) for k, o in enumerate(result.outcomes) if any(o is t for t in trained)]
     if curves and measured:
         drawn = chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
                       levels=counter_levels(result.counters))
@@ -484,7 +485,6 @@ def render_compare(result: CompareResult, console: Console) -> None:
     if line := more_text(result):
         note(console, line)
     # a gap needs two contenders that trained: after every one (or all but one) diverged there is none to judge
-    trained = [o for o in result.outcomes if not o.diverged and all(o is not b for b, _ in blown)]
     if result.seeds == 1 and not result.stopped and (bpc or not result.verdict) and len(trained) >= 2:
         note(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
     if result.unmasked:
@@ -788,9 +788,8 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
             said = f"not switched off: {', '.join(map(str, missing))}"  # ("the positions is not" read wrong)
             if not previous:
                 raise UserError(f"{said}: nothing is off now, so there is nothing to put back")
-            typed = {"head": lambda a: f"head={a.layer}.{a.head}", "block": lambda a: f"block={a.layer}"}
-            first = typed.get(previous[0].kind, lambda a: a.kind)(previous[0])
-            raise UserError(f"{said} (off now: {', '.join(map(str, previous))}); {cmd('ablate', 'off', first)} puts "
+            raise UserError(f"{said} (off now: {', '.join(map(str, previous))}); "
+                            f"{cmd('ablate', 'off', previous[0].typed)} puts "
                             f"{previous[0]} back, {cmd('ablate', 'off')} every part")
     ablations = [] if off else named
     if any(ablation.kind == "mask" for ablation in ablations) and not config.causal:

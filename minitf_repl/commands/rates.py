@@ -140,12 +140,11 @@ def where(result: LrfindResult) -> str:
         # it ran out below your rate, or at it with the loss still falling: no rate past its last was read, and "sits
         # between where the loss falls fastest and where it is lowest" was said of a lowest never found
         falling = ", the loss still falling there" if still_falling(test) else ""
+        further = cmd("lrfind", **again(test, high=_round(max(HIGH, 3 * lr))))
         if lr <= test.rates[-1]:
             return (f"{yours} is the test's last rate ({test.rates[-1]:.2g}){falling}, so where the loss is lowest "
-                    f"lies past it, unread: {cmd('lrfind', **again(test, high=_round(max(HIGH, 3 * lr))))} reads on "
-                    "past it")
-        return (f"{yours} lies past the test's last rate ({test.rates[-1]:.2g}){falling}: "
-                f"{cmd('lrfind', **again(test, high=_round(max(HIGH, 3 * lr))))} reads on past it")
+                    f"lies past it, unread: {further} reads on past it")
+        return f"{yours} lies past the test's last rate ({test.rates[-1]:.2g}){falling}: {further} reads on past it"
     if test.blown_at is not None and lr >= test.blown_at:
         return (f"{yours} is at or past where the test blew up ({test.blown_at:.2g}): a run at it will likely "
                 f"diverge; try {_set_lr(_round(test.lowest / 3))}")

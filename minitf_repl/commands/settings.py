@@ -622,7 +622,7 @@ def _quote_spaced_value(words: list[str], given: dict) -> None:
     key = texts[0]
     whole = " ".join([given[key], *words])
     said = f"{key}={given[key]} is followed by {' '.join(words)}: a value with a space in it goes in quotes"
-    own = next((spec.shell_option for spec in ShellConfig.specs() if spec.name == key and spec.shell_option), None)
+    own = SET.param_named(key).setting.shell_option  # checkpoint_dir's --checkpoint-dir
     if syntax() == SHELL and own is not None:  # there minitf's own option, quoted as the shell quotes (cmd_set below)
         with without_setting(key):
             raise UserError(f"{said}, and from the shell {key} is minitf's own option: "

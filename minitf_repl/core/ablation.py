@@ -42,6 +42,13 @@ class Ablation:
             return f"block {self.layer}"
         return {"mask": "the causal mask", "positions": "the positions"}[self.kind]
 
+    @property
+    def typed(self) -> str:
+        """As `:ablate` takes it (parse_ablation's own words): head=0.1, block=2, mask, positions."""
+        if self.kind == "head":
+            return f"head={self.layer}.{self.head}"
+        return f"block={self.layer}" if self.kind == "block" else self.kind
+
 
 def parse_ablation(text: str, n_layers: int, n_heads: int) -> Ablation:
     """`head=L.H`, `mask`, `positions` or `block=L` -> an Ablation checked against the model's size."""

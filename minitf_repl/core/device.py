@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import DeviceError
+from .errors import DeviceError, DeviceUnavailable
 from .words import count
 
 from .device_names import ACCEPTED_FORMS, DEVICE_NAME as _DEVICE_NAME  # noqa: F401  (names read from here too)
@@ -80,12 +80,13 @@ def resolve_device(name: str = "auto") -> torch.device:
         return torch.device("cpu")
     if kind == "mps":
         if not _mps_available():
-            raise DeviceError(f"device {text!r} is not available here (no Apple MPS backend); available: {available}")
+            raise DeviceUnavailable(f"device {text!r} is not available here (no Apple MPS backend); available: "
+                                    f"{available}")
         return torch.device("mps")
 
     n_gpus = _cuda_count()
     if n_gpus == 0:
-        raise DeviceError(f"device {text!r} is not available here (no CUDA GPU found); available: {available}")
+        raise DeviceUnavailable(f"device {text!r} is not available here (no CUDA GPU found); available: {available}")
     if index is None:
         # Plain "cuda" means the current GPU; spelling out its index makes `param.device == device` hold.
         try:
@@ -93,7 +94,7 @@ def resolve_device(name: str = "auto") -> torch.device:
         except Exception:
             return torch.device("cuda", 0)
     if int(index) >= n_gpus:
-        raise DeviceError(f"device {text!r} is not available here (only {count(n_gpus, 'CUDA GPU')}); "
+        raise DeviceUnavailable(f"device {text!r} is not available here (only {count(n_gpus, 'CUDA GPU')}); "
                           f"available: {available}")
     return torch.device("cuda", int(index))
 

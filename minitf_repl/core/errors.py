@@ -41,6 +41,10 @@ class DeviceError(UserError):
     """A device that is absent or cannot be used."""
 
 
+class DeviceUnavailable(DeviceError):
+    """A well-formed device name this machine has no such device for (cuda without a GPU): the CPU is the way on."""
+
+
 class CheckpointError(UserError):
     """A checkpoint that is missing, unsafe, corrupted or does not match."""
 

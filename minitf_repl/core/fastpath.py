@@ -421,9 +421,15 @@ def onednn_pays(x: torch.Tensor, weight: torch.Tensor) -> bool:
             and onednn_faster())
 
 
+def products_choice() -> str | None:
+    """"onednn" or "torch" where $MINITF_PRODUCTS decides the float32 products, else None: measured."""
+    value = os.environ.get(PRODUCTS_ENV, "").strip().lower()
+    return "onednn" if value in ("onednn", "mkldnn") else "torch" if value in ("torch", "mkl") else None
+
+
 def products_fixed() -> bool:
-    """Whether $MINITF_PRODUCTS decides the float32 products (onednn or torch), not a measurement."""
-    return os.environ.get(PRODUCTS_ENV, "").strip().lower() in ("onednn", "mkldnn", "torch", "mkl")
+    """Whether $MINITF_PRODUCTS decides the float32 products, not a measurement."""
+    return products_choice() is not None
 
 
 @functools.lru_cache(maxsize=None)
@@ -448,10 +454,10 @@ def onednn_faster() -> bool:
     sufficed for a yes in 6 of 8 fresh processes; `:device` then named another kernel each run.
     $MINITF_PRODUCTS=onednn or =torch decides without measuring (a machine whose load tips it either way).
     """
-    chosen = os.environ.get(PRODUCTS_ENV, "").strip().lower()
-    forced = products_fixed()
-    if forced and chosen not in ("onednn", "mkldnn"):
+    chosen = products_choice()
+    if chosen == "torch":
         return False
+    forced = chosen == "onednn"
     try:
         numbers = torch.Generator().manual_seed(0)  # its own: a run's random stream must not depend on this
         x, w, dy = (torch.randn(*shape, generator=numbers) for shape in ((768, 128), (512, 128), (768, 512)))

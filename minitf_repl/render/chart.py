@@ -239,15 +239,16 @@ def hidden_under(k: int, curves: list[Curve], cells: list[list[tuple[int, int]]]
     point an evaluation) says so of some of its points too: block 0's lens rank 2 drawn on rank 1's row under ✚
     read as block 0 having the answer already. (A loss chart's hundreds of train points under val's are no news.)"""
     over = {owner[cell] for cell in cells[k]}
-    if not over or k in over and not curves[k].joined:
+    if not over or (k in over and not curves[k].joined):
         return ""
     if k not in over:
         return " (under " + " ".join(curves[j].glyph for j in sorted(over)) + ")"
-    under = [cell for cell in dict.fromkeys(cells[k]) if owner[cell] != k]
+    points = list(dict.fromkeys(cells[k]))  # each cell once, a column's points drawn there together
+    under = [cell for cell in points if owner[cell] != k]
     if not under:
         return ""
     glyphs = " ".join(curves[j].glyph for j in sorted({owner[cell] for cell in under}))
-    return f" ({len(under)} of {len(dict.fromkeys(cells[k]))} points under {glyphs})"
+    return f" ({len(under)} of {len(points)} points under {glyphs})"
 
 
 def legend_lines(entries: list[Text], width: int) -> Text:
