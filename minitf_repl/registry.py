@@ -54,6 +54,9 @@ class Param:
     # the words of a `several` text that begin it (`:ablate off`, which may name the parts it puts back): Tab offers
     # them first only
     alone: tuple = ()
+    # What Tab offers after one of `alone`, where that word changes what the rest may name (`:ablate off` puts back
+    # parts that are off: offering every head there named parts it would refuse). None: the same words as before it.
+    after_alone: Callable[[Any], list[str]] | None = None
     # A positional text may start with '-' given after `--` (`minitf gen -- -5 apples`); False where it never may
     # (a new checkpoint's name: core.checkpoint.check_new_name), so the shell does not offer `--` for it.
     dash: bool = True

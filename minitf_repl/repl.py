@@ -401,7 +401,10 @@ class CommandCompleter(Completer):
                 if "," in typed:
                     joined, _, typed = typed.rpartition(",")
                     given, start = given + joined.split(","), -len(typed)
-            named = [value for value in self._values(positional) if value.startswith(typed) and value != typed
+            values = self._values(positional)
+            if positional.after_alone is not None and any(w.lower() in positional.alone for w in given):
+                values = positional.after_alone(self.session)
+            named = [value for value in values if value.startswith(typed) and value != typed
                      and value not in given and not (given and value in positional.alone)]
             keys = [value.partition("=")[0] + "=" for value in named if "=" in value and "=" not in typed]
             offered = []

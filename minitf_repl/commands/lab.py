@@ -765,9 +765,14 @@ def complete_ablations(session) -> list[str]:
     return heads + ["mask", "positions"] + [f"block={layer}" for layer in layers] + ["off"]
 
 
+def complete_switched_off(session) -> list[str]:
+    """What `:ablate off` may put back: the parts switched off now, each as :ablate takes it."""
+    return [ablation.typed for ablation in session.ablations]
+
+
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
          params=[Param("what", str, positional=True, several=True, alone=("off",),
-                       complete=complete_ablations,
+                       complete=complete_ablations, after_alone=complete_switched_off,
                        help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all) | "
                             "off PART (put that one back); none: what is off now")],
          pairs_in_text=True, interruptible=True, json_version=4)  # fmt: skip
