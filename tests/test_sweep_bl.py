@@ -1,5 +1,9 @@
 """Findings of the fifty-fourth session's sweep: each test failed before its fix."""
 
+import statistics
+
+import pytest
+
 from test_commands import run, tiny_session
 from test_sweep_aw import completed
 
@@ -13,3 +17,34 @@ def test_tab_after_ablate_off_offers_the_parts_that_are_off_not_every_part():
     assert completed(":ablate ", s)[-1] == ":ablate off"  # before `off`, every part as before
     run(s, ":ablate off")
     assert completed(":ablate off ", s) == []  # nothing is off: nothing to put back
+
+
+def test_compare_reads_the_noise_from_the_gaps_seed_by_seed_where_contenders_share_seeds():
+    from minitf_repl.commands.lab import compare_verdict
+    from minitf_repl.core.compare import Evaluation, Outcome, differs
+
+    def final(label, losses):
+        mean, spread = statistics.fmean(losses), statistics.stdev(losses)
+        return Evaluation(label, 300, mean, spread, losses=losses)
+
+    # each seed moves both alike by 0.1, and on every seed `b` is 0.02 lower: a real gap the spreads alone hid
+    a, b = final("a", [2.00, 2.10, 2.20]), final("b", [1.98, 2.08, 2.18])
+    assert differs(a, b) is True
+    assert differs(Evaluation("a", 300, a.val_loss, a.spread), Evaluation("b", 300, b.val_loss, b.spread)) is False
+    verdict = compare_verdict([Outcome("a", 10, [a]), Outcome("b", 10, [b])], 3, "val loss")
+    assert "it beats a by more than twice the spread of the gap over the same 3 seeds" in verdict, verdict
+    # the gap changes sign from seed to seed: noise, though its mean is as large
+    c = final("c", [1.95, 2.12, 2.17])
+    assert differs(a, c) is False
+    assert "the gap is within the noise of 3 seeds" in compare_verdict([Outcome("a", 10, [a]), Outcome("c", 10, [c])],
+                                                                      3, "val loss")
+
+
+def test_compare_keeps_each_seeds_loss_in_the_order_of_the_seeds():
+    s = tiny_session()
+    result = run(s, ":compare current lr=0.002 seeds=2 steps=4 eval_every=4")
+    for outcome in result.outcomes:
+        final = outcome.final
+        assert len(final.losses) == 2 and final.val_loss == pytest.approx(statistics.fmean(final.losses))
+        assert final.spread == pytest.approx(statistics.stdev(final.losses))
+    assert result.outcomes[0].final.losses != result.outcomes[1].final.losses

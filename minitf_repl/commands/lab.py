@@ -111,7 +111,7 @@ def contender_settings() -> list[Param]:
           browse="files"),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=9)  # fmt: skip
+], pairs_in_text=True, json_version=10)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     spec = args["data"].strip() if args["data"] is not None else None
@@ -206,7 +206,8 @@ def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
         beaten = [o.label for e, o in finals if o is not best_outcome and differs(best, e, bpc)]
         close = [o.label for e, o in finals if o is not best_outcome and not differs(best, e, bpc)]
         if beaten:
-            verdict += f"; it beats {', '.join(beaten)} by more than twice the spread over {seeds} seeds"
+            verdict += (f"; it beats {', '.join(beaten)} by more than twice the spread of the gap over the same "
+                        f"{seeds} seeds")
         if close:
             verdict += f"; against {', '.join(close)} the gap is within the noise of {seeds} seeds"
     return verdict

@@ -59,6 +59,10 @@ class Evaluation:
     # val_loss in bits per character of the val text (text data): what compares across tokenizers
     bpc: float | None = None
     bpc_spread: float | None = None
+    # each seed's val loss, in the comparison's order of seeds: every contender trains from the same seeds, so two
+    # contenders' gaps seed by seed cancel the noise they share
+    losses: list[float] = field(default_factory=list)
+    bits: list[float] = field(default_factory=list)  # each seed's bits per character, in the same order
 
 
 @dataclass
@@ -224,6 +228,7 @@ def compare(
                     statistics.fmean(accuracies) if accuracies else None,
                     statistics.fmean(bits) if bits else None,
                     statistics.stdev(bits) if len(bits) > 1 else None,
+                    losses, bits,
                 )
                 outcomes[i].curve.append(evaluation)
                 if on_evaluation is not None:
@@ -297,8 +302,17 @@ def _finish(outcomes: list[Outcome], busy) -> list[Outcome]:
 
 
 def differs(a: Evaluation, b: Evaluation, bpc: bool = False) -> bool | None:
-    """Whether two final losses (bpc: bits per character) differ by more than their spreads (None: no spread)."""
-    (x, sx), (y, sy) = ((e.bpc, e.bpc_spread) if bpc else (e.val_loss, e.spread) for e in (a, b))
+    """Whether two final losses (bpc: bits per character) differ by more than twice the noise (None: one seed).
+
+    With both contenders' losses seed by seed, the noise is the spread of their gaps over the seeds: the same seed
+    gives both the same initial weights (where their shapes agree) and the same batches, so what moves both alike
+    cancels, and a gap of 0.01 on every one of three seeds is a difference that each loss's own spread of 0.02 hid.
+    Without them (an Evaluation built elsewhere), the two spreads combine as for independent runs."""
+    (x, sx, xs), (y, sy, ys) = ((e.bpc, e.bpc_spread, e.bits) if bpc else (e.val_loss, e.spread, e.losses)
+                                for e in (a, b))
+    if len(xs) == len(ys) > 1:
+        gaps = [u - v for u, v in zip(xs, ys)]
+        return abs(statistics.fmean(gaps)) > 2 * statistics.stdev(gaps)
     if sx is None or sy is None:
         return None
     return abs(x - y) > 2 * math.hypot(sx, sy)
