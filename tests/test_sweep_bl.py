@@ -48,3 +48,15 @@ def test_compare_keeps_each_seeds_loss_in_the_order_of_the_seeds():
         assert len(final.losses) == 2 and final.val_loss == pytest.approx(statistics.fmean(final.losses))
         assert final.spread == pytest.approx(statistics.stdev(final.losses))
     assert result.outcomes[0].final.losses != result.outcomes[1].final.losses
+
+
+def test_experts_says_it_routed_one_validation_batch_and_whose_aux_loss_the_training_table_shows():
+    from test_render import text_of
+
+    s = tiny_session()
+    run(s, ":set n_experts=4 experts_per_token=2")
+    result = run(s, ":experts")
+    shown = " ".join(text_of(result, width=120).split())
+    positions = sum(result.tokens[0]) // 2  # two choices a position in every block
+    assert f"on one validation batch ({positions:,} positions)" in shown, shown
+    assert "on this batch" in shown and "the training table's aux loss is its own training batch's" in shown

@@ -705,8 +705,10 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
     bar = 12  # the busiest expert's bar; narrower (or none) where the terminal is
     while bar and not fits(console, shares(bar)):
         bar -= 2
-    say(console, f"share of routing choices per expert ({result.experts_per_token} per token); "
-                 f"even would be {f'{1 / n:.1%}'.replace('.0%', '%')} each", "bold")
+    # the positions routed: each makes experts_per_token choices in every block
+    positions = sum(result.tokens[0]) // result.experts_per_token if result.tokens else 0
+    say(console, f"share of routing choices per expert ({result.experts_per_token} per token) on one validation "
+                 f"batch ({positions:,} positions); even would be {f'{1 / n:.1%}'.replace('.0%', '%')} each", "bold")
     if bar or fits(console, shares(0)):
         console.print(shares(bar))
     else:  # too many blocks for the width even without bars: as many blocks a table as fit (every cell was "…")
@@ -724,7 +726,9 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         adds = ("training adds it, weighted" if result.aux_weight is None else
                 f"training leaves it out: moe_aux_weight=0" if result.aux_weight == 0 else
                 f"training adds {result.aux_weight:g} x it to the loss")
-        note(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; {adds})")
+        # the training table's aux loss is its last training batch's: two numbers for one step, both right
+        note(console, f"load-balancing loss {result.aux_loss:.3f} on this batch (1.0 = perfectly even; {adds}; "
+                      f"the training table's aux loss is its own training batch's)")
     if result.experts_per_token >= n:  # f_e = 1/n for every expert: aux = n * sum_e P_e / n = 1, learned or not
         note(console, f"every token goes to all {count(n, 'expert')} (experts_per_token = n_experts): the shares are "
                       "even and the load-balancing loss 1 whatever the router learns; only the gates weigh the experts")
