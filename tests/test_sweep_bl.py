@@ -60,3 +60,14 @@ def test_experts_says_it_routed_one_validation_batch_and_whose_aux_loss_the_trai
     positions = sum(result.tokens[0]) // 2  # two choices a position in every block
     assert f"on one validation batch ({positions:,} positions)" in shown, shown
     assert "on this batch" in shown and "the training table's aux loss is its own training batch's" in shown
+
+
+def test_shapes_on_the_fused_kernel_says_what_the_mask_is():
+    from test_render import text_of
+
+    s = tiny_session()
+    run(s, ":set attention=sdpa causal=off")
+    shown = " ".join(text_of(run(s, ":shapes"), width=200).split())
+    assert "O = softmax(QK^T / sqrt(d_k) + M)V (M = 0: causal off, nothing masked)" in shown, shown
+    run(s, ":set causal=on")
+    assert "(M = -inf above the diagonal)" in " ".join(text_of(run(s, ":shapes"), width=200).split())

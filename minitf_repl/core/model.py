@@ -233,6 +233,7 @@ class MultiHeadSelfAttention(nn.Module):
         # With bias=on each projection adds its b (the trace wrote Q = HW^Q for a q_proj that learns one)
         b = {name: "" if getattr(self, f"{name}_proj").bias is None else f" + b^{name.upper()}" for name in "qkv"}
         b_out = "" if self.out_proj.bias is None else " + b^O"
+        mask = "M = -inf above the diagonal" if self.causal else "M = 0: causal off, nothing masked"
         steps = {
             "q_proj": Step(f"Q = HW^Q{b['q']}", model),
             "k_proj": Step(f"K = HW^K{b['k']}", model),
@@ -241,14 +242,13 @@ class MultiHeadSelfAttention(nn.Module):
             "hook_k": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
             "hook_v": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
             "hook_scores": Step("S = QK^T / sqrt(d_k)", scores),
-            "hook_masked_scores": Step("S + M (M = -inf above the diagonal)" if self.causal
-                                       else "S + M (M = 0: causal off, nothing masked)", scores),
+            "hook_masked_scores": Step(f"S + M ({mask})", scores),
             "hook_weights": Step("A = softmax(S + M)", scores),
             "attn_dropout": Step("dropout(A)", scores, idle=True),
             # The fused kernel computes S, M and A inside and keeps none of them: no step of theirs shows, so this
             # one says what it computed
-            "hook_weighted": Step("O = softmax(QK^T / sqrt(d_k) + M)V, one fused kernel (attention=sdpa: S and A "
-                                  "are never stored)" if self.use_sdpa else "O = AV", heads),
+            "hook_weighted": Step(f"O = softmax(QK^T / sqrt(d_k) + M)V ({mask}), one fused kernel (attention=sdpa: "
+                                  "S and A are never stored)" if self.use_sdpa else "O = AV", heads),
             "hook_merged": Step("Concat(heads): (B, h, T, d_k) -> (B, T, d)", model),
             "out_proj": Step(f"Concat(heads) W^O{b_out}", model),
             "resid_dropout": Step("dropout", model, idle=True),
