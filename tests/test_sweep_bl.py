@@ -71,3 +71,32 @@ def test_shapes_on_the_fused_kernel_says_what_the_mask_is():
     assert "O = softmax(QK^T / sqrt(d_k) + M)V (M = 0: causal off, nothing masked)" in shown, shown
     run(s, ":set causal=on")
     assert "(M = -inf above the diagonal)" in " ".join(text_of(run(s, ":shapes"), width=200).split())
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "none"])
+def test_save_hf_writes_fixed_positions_as_gpt2s_table_holding_them(positions, tmp_path):
+    import torch
+
+    from minitf_repl.dispatch import run_command
+    from minitf_repl.session import Session
+    from test_commands import Recorder
+
+    transformers = pytest.importorskip("transformers")
+    s = Session(data_spec="pydoc")
+    run_command(s, "set", {"pos_encoding": positions, "n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 48,
+                           "max_seq_len": 24, "batch_size": 4})
+    run_command(s, "train", {"steps": 2})
+    said = Recorder()
+    run_command(s, "save", {"name": f"hf:{tmp_path / 'out'}"}, said)  # was: "has no equivalent in GPT-2"
+    shown = " ".join(said.notices)
+    assert f"pos_encoding=learned (for pos_encoding={positions})" in shown and "max_seq_len=24 (for" not in shown
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "out").eval()
+    ids = torch.tensor([s.data.tokenizer.encode("class Foo:\n  def b(s)")])
+    s.model.eval()
+    with torch.no_grad():
+        assert (s.model(ids)[0] - theirs(ids).logits).abs().max().item() <= 1e-5
+    back = Session(data_spec="pydoc")
+    run_command(back, "load", {"name": f"hf:{tmp_path / 'out'}"})
+    assert back.model_config.pos_encoding == "learned"
+    with torch.no_grad():
+        assert (back.model(ids)[0] - s.model(ids)[0]).abs().max().item() <= 1e-5

@@ -291,8 +291,11 @@ def read_back(config: ModelConfig, model_type: str) -> dict[str, tuple]:
     mine, theirs = config.as_built(), back.as_built()  # values that build the same model agree (a window of rope)
     # a setting that changes neither a weight nor the function (dropout, which the caller says apart: ARCHITECTURES'
     # KEEPS_DROPOUT) is not one; a base, an eps, the mask are
+    # and one whose value reads the same (the window of sinusoidal positions builds no weight, of a learned table
+    # does: "max_seq_len=64 (for max_seq_len=64)" was said)
     return {spec.name: (getattr(config, spec.name), getattr(back, spec.name)) for spec in ModelConfig.specs()
-            if not (spec.in_place and not spec.new_function) and mine[spec.name] != theirs[spec.name]}
+            if not (spec.in_place and not spec.new_function) and mine[spec.name] != theirs[spec.name]
+            and getattr(config, spec.name) != getattr(back, spec.name)}
 
 
 def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str:

@@ -85,8 +85,9 @@ def hf_config(config: ModelConfig) -> dict:
 # The settings a lab model needs for GPT-2 to compute the same function (core.hf.export names the first that differs);
 # and a head of keys and values per query head (n_kv_heads none, 0 or n_heads: core.hf.unmet checks the heads built).
 # norm_gain=off is none of them: a LayerNorm without gain or bias is GPT-2's with gains of one and biases of zero
-# (hf_weights writes those).
-REQUIRED = {"pos_encoding": "learned", "norm": "layernorm", "norm_placement": "pre",
+# (hf_weights writes those). Nor are fixed positions: GPT-2's learned table holding the sines (sinusoidal) or zeros
+# (none) adds what the lab's model adds, and reads back as a learned table.
+REQUIRED = {"pos_encoding": ("learned", "sinusoidal", "none"), "norm": "layernorm", "norm_placement": "pre",
             "residual": True, "causal": True,
             "bias": True, "qk_norm": False, "n_experts": (0, 1),
             "activation": ("gelu_tanh", "gelu", "relu")}
@@ -147,6 +148,16 @@ def lab_weights(config: ModelConfig, names, read: Callable[[str], torch.Tensor])
         yield "lm_head.weight", read("lm_head.weight")
 
 
+def _position_table(model) -> torch.Tensor:
+    """What the model adds at each position, as GPT-2's table of max_seq_len rows: the learned table, the sines (not
+    in the state dict: derived from the config), or zeros where nothing is added (pos_encoding=none)."""
+    config, positions = model.config, model.position_embedding
+    if positions is None:
+        return torch.zeros(config.max_seq_len, config.d_model)
+    table = positions.weight if isinstance(positions, torch.nn.Embedding) else positions.table
+    return table.detach().float().cpu()[: config.max_seq_len].clone()
+
+
 def hf_weights(model) -> dict[str, torch.Tensor]:
     """GPT-2's tensors (as save_pretrained names them) from a lab model with GPT-2's settings."""
     s = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
@@ -155,7 +166,7 @@ def hf_weights(model) -> dict[str, torch.Tensor]:
     for norm in ["ln_f", *(f"blocks.{i}.{n}" for i in range(L) for n in ("ln_1", "ln_2"))]:
         s.setdefault(f"{norm}.weight", torch.ones(d))
         s.setdefault(f"{norm}.bias", torch.zeros(d))
-    out = {"transformer.wte.weight": s["token_embedding.weight"], "transformer.wpe.weight": s["position_embedding.weight"],
+    out = {"transformer.wte.weight": s["token_embedding.weight"], "transformer.wpe.weight": _position_table(model),
            "transformer.ln_f.weight": s["ln_f.weight"], "transformer.ln_f.bias": s["ln_f.bias"]}
     for i in range(L):
         h, b = f"transformer.h.{i}.", f"blocks.{i}."
