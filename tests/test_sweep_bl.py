@@ -100,3 +100,19 @@ def test_save_hf_writes_fixed_positions_as_gpt2s_table_holding_them(positions, t
     assert back.model_config.pos_encoding == "learned"
     with torch.no_grad():
         assert (back.model(ids)[0] - s.model(ids)[0]).abs().max().item() <= 1e-5
+
+
+def test_rope_with_an_odd_head_width_offers_a_setting_that_fits():
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.dispatch import phrase
+    from minitf_repl.syntax import REPL
+
+    s = tiny_session()
+    run(s, ":set pos_encoding=rope")
+    with pytest.raises(UserError) as refused:
+        run(s, f":set n_heads={s.model_config.d_model}")  # heads one number wide
+    message = phrase(refused.value, REPL)
+    assert "odd width" in message and "(:set " in message, message  # was: no setting to type
+    fix = message[message.rindex("(:set ") + 1:-1]
+    run(s, fix)  # the fix runs as pasted
+    assert s.model_config.head_dim % 2 == 0

@@ -396,9 +396,12 @@ class ModelConfig(Settings):
                          {"n_heads": _nearest(heads, self.n_heads)} if heads else None],
             )
         if self.pos_encoding == "rope" and self.head_dim % 2 != 0:
+            fits = self.fitting_heads()  # even widths, and multiples of n_kv_heads: each a fix that passes
             raise ConfigError(
                 f"rope rotates pairs of numbers, but each head has an odd width ({self.head_dim} = d_model / n_heads); "
-                "choose d_model and n_heads with an even quotient"
+                "choose d_model and n_heads with an even quotient",
+                fitting=[{"n_heads": _nearest(fits, self.n_heads)} if fits else None,
+                         {"d_model": self.fitting_width()} if self.n_heads <= 64 else None],
             )
         if self.is_moe and self.experts_per_token > self.n_experts:
             raise ConfigError(
