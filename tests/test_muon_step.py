@@ -159,7 +159,7 @@ def test_muon_in_the_shell():
     out = plain(default)
     assert default.step.name == "blocks.0.attn.q_proj.weight" and default.untrained
     assert "Muon's step on block 0's attn.q_proj (32 x 32)" in out
-    assert "no momentum yet, so b starts at 0" in out and "u = 0.1 G + 0.9 b (Nesterov" in out
+    assert "none yet, so M starts at 0" in out and "u = 0.1 G + 0.9 M (Nesterov" in out
     assert "each step is U p(S) V^T with p(s) = a s + b s^3 + c s^5" in out
     assert "smallest σ" in out and "|X - UV^T| / |UV^T|" in out
     assert "at the peak lr = 0.01" in out and "checked: the optimizer's own newton_schulz" in out
@@ -168,7 +168,7 @@ def test_muon_in_the_shell():
     run(s, ":train steps=2")
     tall = run(s, ":muon layer=1 matrix=ffn.fc_in seed=2")
     assert tall.step.had_momentum and "(64 x 32, tall, so taken as its 32 x 64 transpose: the optimizer works on the wide form" in plain(tall)
-    assert "the session's momentum" in plain(tall)
+    assert "the momentum (kept by the session)" in plain(tall)
     assert json_document(REGISTRY["muon"], tall)["schema"] == "minitf.muon/4"
     with pytest.raises(UserError, match="layer must be in 0..1"):
         run(s, ":muon layer=2")

@@ -54,7 +54,7 @@ class ShapesResult:
     Param("prompt", str, help="text to trace (default: a short sample of the data)", positional=True),
     Param("layer", int, help="the block to show in full (default 0)"),
     Param("all", bool, default=False, help="show every block in full"),
-], json_version=3)  # fmt: skip
+], json_version=3, guide="inside-views.md#every-step-and-its-shape-shapes")  # fmt: skip
 def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult:
     n_layers = session.model_config.n_layers
     layer = check_layer(session, args["layer"])
@@ -197,6 +197,14 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
     legend = ", ".join(f"{symbol}={size} {meaning}" for symbol, (size, meaning) in result.symbols.items() if meaning)
     if legend:
         note(console, legend)
+    # the letters of the stream, which the parts' formulas use without saying: x is the token embedding at the input
+    # and the stream inside a block, and H (Q = HW^Q) was nowhere said
+    note(console, "x = W_E[idx] is the token embedding and h the residual stream; in a block's steps x is the stream "
+                  "the block reads (inside FFN(x), what the FFN reads) and H what attention's projections read")
+    if one_line or two_lines:  # the columns' names: the counts on the right read as nothing but numbers
+        header = "  step".ljust(nw) + "  " + "shape".ljust(sw) + "  " + "params".rjust(pw)
+        console.print(Text(header + ("  formula" if one_line else ""), style="bold"), highlight=False, no_wrap=True,
+                      overflow="ignore")
     for heading, rows in sections:
         console.print(heading, highlight=False)
         for row in rows:
@@ -245,6 +253,10 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
         summary += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
     if idle:
         note(console, f"{count(idle, 'dropout step')} not shown: dropout does nothing at inference (eval mode)")
+    # the probes' names are the model's own, unexplained beside its parts' (attn.hook_q, hook_resid_mid)
+    note(console, "a step is named by its module's path in the model; a hook_ step is a probe, an identity that "
+                  "computes nothing and has no parameters, there so that the inside views can read the tensor at that "
+                  "point: its formula says what that tensor is (hook_resid_mid: the stream after attention's add)")
     note(console, summary)
     ablation_note(console, result.ablations, "every step above still runs, with the same shapes: a switched-off "
                                              "part's output is replaced, not its shape")

@@ -34,7 +34,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
 from .base import BLOCK, ablation_note, check_layer, command, known_text, switched_off, view_prompt
-from .worked import eps_share, position_table, rounding, stream_update
+from .worked import eps_share, position_table, rounding, spark_scale, stream_update
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
@@ -183,7 +183,9 @@ def render_grad(result: GradResult, console: Console) -> None:
             skip, back, cos = g(s.skip), g(s.through), _cos(s.cos)
         rows.append([block, s.part, g(s.arrives), skip, back, cos, g(s.leaves)])
     rows.append([Text("h_0", style="cyan"), "", "", "", "", "", embed])
-    names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g'| back", "cos", "|dL/dh| leaves"]
+    # post-norm's part comes back through f from g_s, the norm's output, as the line above writes it: J_f^T g_s
+    back = "|J^T g'| back" if pre or not result.residual else "|J_f^T g_s| back"
+    names = ["block", "f", "|g'| arrives", "|skip|", back, "cos", "|dL/dh| leaves"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
     h_0 = "x" if result.position_table is None else "x + p"
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
@@ -228,8 +230,8 @@ def render_grad(result: GradResult, console: Console) -> None:
         width = max(8, min(len(result.positions), console.width - 34))
         read = ("read by every prediction from t on" if result.causal else
                 "read by every prediction: without the causal mask every prediction reads it")
-        note(console, f"|dL/dh_0[t]| for t = 0..{T - 1}: {spark(result.positions, width)} (position t's vector is "
-                      f"{read})")
+        note(console, f"|dL/dh_0[t]| for t = 0..{T - 1}: {spark(result.positions, width)} "
+                      f"({spark_scale(result.positions, fmt.gradient)}; position t's vector is {read})")
     _parameters(result, console)
     check = result.check
     if check is not None:
@@ -294,12 +296,15 @@ def _parameters(result: GradResult, console: Console) -> None:
             note(console, "k_proj.bias receives (almost) nothing: adding b_K to every key adds the same q.b_K to all "
                           f"of a query's scores, and softmax ignores a shift{moved}")
     head, read = fmt.gradient(result.head), fmt.gradient(result.embedding)
+    # x_f said once: what the head reads, the final norm's output in pre-norm, the last block's in post-norm (no LN_f)
+    x_f = f"x_f = {result.norm_label}_f(h_L)" if result.placement == "pre" else "x_f = h_L"
     if result.tied:
-        note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {head}), at the input each read "
-                      f"token's row receives dL/dx where it was read (|.| = {read}); its gradient is their sum")
+        note(console, f"W_E is tied: as the output head it receives dz^T x_f ({x_f}, what the head reads; |.| = "
+                      f"{head}), at the input each read token's row receives dL/dx where it was read (|.| = {read}); "
+                      "its gradient is their sum")
     else:
-        note(console, f"W_U (the head) receives dz^T x_f (|.| = {head}); W_E only the rows of the tokens read "
-                      f"(|.| = {read})")
+        note(console, f"W_U (the head) receives dz^T x_f ({x_f}, what the head reads; |.| = {head}); W_E only the "
+                      f"rows of the tokens read (|.| = {read})")
 
 
 # --- :muon ---------------------------------------------------------------------------------------
@@ -309,6 +314,8 @@ class MuonResult:
     step: MuonStep  # the gradient, the momentum, Newton-Schulz step by step, the update
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the gradient is that model's
+    # the session's own lr where it trains with another optimizer: the step is at the lr Muon would train at
+    session_lr: float | None = field(default=None, metadata={"view_only": True})
 
 
 def _complete_matrix(session: Session) -> list[str]:
@@ -335,6 +342,7 @@ def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     from ..core.muon_step import muon_step
 
     train = session.train_config
+    session_lr = None if train.optimizer == "muon" else train.lr
     if train.optimizer != "muon":  # the rate :set optimizer=muon would train at: Muon's recipe's, unless set by hand
         from ..core.recipes import follow_optimizer
 
@@ -344,7 +352,8 @@ def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     step = muon_step(session.model, session.data, layer=layer, matrix=args["matrix"] or "attn.q_proj",
                      batch_size=train.batch_size, seed=args["seed"] or 0, optimizer=session.trainer.optimizer,
                      lr=train.lr, grad_clip=train.grad_clip, dtype=train.dtype)
-    return MuonResult(data=session.data_spec, step=step, untrained=session.untrained, ablations=switched_off(session))
+    return MuonResult(data=session.data_spec, step=step, untrained=session.untrained, ablations=switched_off(session),
+                      session_lr=session_lr)
 
 
 def check_batch_fits(session: Session, batch_size: int) -> None:
@@ -382,15 +391,16 @@ def render_muon(result: MuonResult, console: Console) -> None:
         note(console, f"as {named('train')} clips: the whole model's gradient has norm {m.total_grad:.4g}, over "
                       f"grad_clip, so every gradient is scaled by {m.clip_scale:.3g} before the optimizer reads it; G "
                       f"below is the clipped one, |G| = {m.grad * m.clip_scale:.4g}")
-    kept = ("the session's momentum" if m.had_momentum else "no momentum yet, so b starts at 0")
-    ahead = (f"u = {1 - m.momentum:g} G + {m.momentum:g} b (Nesterov: the gradient, looking one step ahead)"
-             if m.nesterov else "u = b")
-    say(console, f"b <- {m.momentum:g} b + {1 - m.momentum:g} G ({kept}): |b| = {m.buffer:.4g};  {ahead}: "
-                 f"|u| = {m.update:.4g}")
+    # the momentum is M, a matrix like G: "b" was also Newton-Schulz's b below, and "m" is AdamW's first moment
+    kept = "kept by the session" if m.had_momentum else "none yet, so M starts at 0"
+    ahead = (f"u = {1 - m.momentum:g} G + {m.momentum:g} M (Nesterov: the gradient, looking one step ahead)"
+             if m.nesterov else "u = M")
+    say(console, f"M <- {m.momentum:g} M + {1 - m.momentum:g} G, the momentum ({kept}): |M| = {m.buffer:.4g};  "
+                 f"{ahead}: |u| = {m.update:.4g}")
     S = m.singular
     width = max(8, min(len(S), console.width - 60))
-    say(console, f"u = U S V^T: {len(S)} singular values from {S[-1]:.2g} to {S[0]:.3g} {spark(S, width)}; the "
-                 f"{m.top} largest carry {m.u_top_share:.0%} of |u|^2")
+    say(console, f"u = U S V^T: {len(S)} singular values {spark(S, width)} ("
+                 f"{spark_scale(S, lambda v: f'{v:.2g}')}); the {m.top} largest carry {m.u_top_share:.0%} of |u|^2")
     a, b, c = m.coefficients
     say(console, f"Newton-Schulz: X_0 = u / |u|, then {len(m.steps) - 1} times X <- aX + (b XX^T + c (XX^T)^2) X, "
                  f"(a, b, c) = ({a:g}, {b:g}, {c:g})")
@@ -418,6 +428,10 @@ def render_muon(result: MuonResult, console: Console) -> None:
     say(console, f"step: W <- (1 - lr wd) W - lr 0.2 sqrt({big}) O = W - {m.step_scale:.4g} O at the peak lr = "
                  f"{m.lr:g}: each entry moves {m.step_rms:.2g} (RMS; 0.2 lr = {0.2 * m.lr:.2g}), |ΔW| / |W| = "
                  f"{m.relative_step:.1%}")
+    if result.session_lr is not None and result.session_lr != m.lr:  # the session's own lr is its optimizer's
+        # core.recipes.follow_optimizer moved lr to Muon's recipe: the session's is AdamW's recipe's, not set by hand
+        note(console, f"lr = {m.lr:g} is Muon's recipe's rate, the one {cmd('set', optimizer='muon')} would train at; "
+                      f"this session's {m.session_optimizer} trains at lr = {result.session_lr:g}, its own recipe's")
     ran = (", the dtype it runs in on this device" if m.optimizer_dtype == "float32" else
            f" and to {m.optimizer_diff:.0e} in {m.optimizer_dtype}, the dtype it runs in on this device")
     say(console, f"checked: the optimizer's own newton_schulz on the same u gives this O to {m.float32_diff:.0e} in "

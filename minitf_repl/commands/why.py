@@ -37,6 +37,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again
 from .base import (BLOCK, VIEW_DEFAULT, ablation_note, check_layer, command, sample_prompt, switched_off, true_next,
                    unread_note, view_prompt)
+from .worked import spark_scale
 
 FAMILY = "why it answers"  # the heading :help lists this module's commands under
 
@@ -706,8 +707,8 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                       f"{cmd('heads', layer=0)} lists every head of one block")
     if result.losses:
         width = max(8, min(64, console.width - 30))
-        say(console, f"loss by position {spark(result.losses, width)} {min(result.losses):.2f} to "
-                     f"{max(result.losses):.2f} nats (chance ln V = {result.chance:.2f})")
+        say(console, f"loss by position {spark(result.losses, width)} "
+                     f"{spark_scale(result.losses, lambda v: f'{v:.2f} nats')} (chance ln V = {result.chance:.2f})")
     if result.first_copy is not None:
         # above ln V: "nothing to go on" read as a contradiction beside a loss worse than guessing (6.95 against 4.63)
         # why, by what it trained on: on `:data repeat` "what its text taught it" was random tokens too

@@ -27,7 +27,7 @@ from ..registry import Param
 from ..render import fmt
 from ..render.chart import spark
 from ..render.renderers import render
-from ..render.tables import fitting_table
+from ..render.tables import fitting_table, shown_columns
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
@@ -70,6 +70,12 @@ def rounding(difference: float, ablations: list[str]) -> str:
     if difference < 1e-4:
         return "float32 rounding"
     return "more than rounding: an ablation changes the model's own" if ablations else "more than rounding"
+
+
+def spark_scale(values: list[float], show=lambda v: f"{v:.2f}") -> str:
+    """What a spark line's bars stand for: render.chart.spark draws them from 0 to the largest value, so a label
+    "20.64 to 46.29" read as their bottom and top (20.64 drew as a half-high bar)."""
+    return f"bars from 0 to {show(max(values))}, the least {show(min(values))}"
 
 
 def closing_notes(console: Console, result, untrained: str | None = None, name: str = "") -> None:
@@ -212,6 +218,8 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     # 40-odd columns: the bars go last (a_ij says the same in numbers, and -inf under + M_ij marks the future)
     table = fitting_table(console, names, rows, left=("key", ""), optional=("|a_ij v_j|", "q.k_j", ""))
     console.print(table)
+    if "" in shown_columns(table):  # scaled to the row, a near-even row (0.083 against 0.111) drew as peaked
+        note(console, f"the bars: a_ij against the row's largest weight, {top:.3f} (a full bar), not against 1")
     if result.causal and T - 1 > i + 1:
         note(console, f"j = {i + 2}..{T - 1}: {count(T - i - 2, 'more future key')}, masked the same way (weight 0)")
     elif not result.causal and previous < T - 1:
@@ -331,8 +339,9 @@ def render_rope(result: RopeResult, console: Console) -> None:
     # every key where they fit in QKV_ROWS, as :qkv lists them (16 keys listed 14 and "2 other keys not listed")
     shown = len(r.keys) if len(r.keys) <= QKV_ROWS else QKV_ROWS - 2
     listed = sorted(sorted(range(len(r.keys)), key=lambda j: r.keys[j].dot, reverse=True)[:shown])
-    rows = [[str(j), visible(result.tokens[j]), str(i - j), f"{r.keys[j].dot:+.4f}", f"{r.keys[j].unrotated:+.4f}"]
-            for j in listed]
+    # fmt.signed: what rounds to 0 is +0, never "-0.000" (a pair whose angle is 0 at distance 0 showed -0.000)
+    rows = [[str(j), visible(result.tokens[j]), str(i - j), fmt.signed(r.keys[j].dot, 4),
+             fmt.signed(r.keys[j].unrotated, 4)] for j in listed]
     names = ["key j", "token", "i - j", "q·k rotated", "q·k without"]
     console.print(fitting_table(console, names, rows, left=("token",), optional=("q·k without",)))
     if len(listed) < len(r.keys):
@@ -355,8 +364,8 @@ def render_rope(result: RopeResult, console: Console) -> None:
     which = "the largest before the query" if j < i else "the query's own key"
     say(console, f"{which}, key {j} {quoted(result.tokens[j])} at distance {i - j}, pair by pair:")
     window = len(r.by_distance)
-    rows = [[str(p.m), f"{p.theta:.3g}", f"{p.wavelength:,.1f}", f"{p.angle:+.3f}", f"{p.share:+.4f}",
-             f"{p.unrotated:+.4f}"] for p in r.pairs]
+    rows = [[str(p.m), f"{p.theta:.3g}", f"{p.wavelength:,.1f}", _angle(p.angle), fmt.signed(p.share, 4),
+             fmt.signed(p.unrotated, 4)] for p in r.pairs]
     names = ["pair m", "θ_m", "a turn every", "angle (j-i)θ_m", "its term", "without"]
     console.print(fitting_table(console, names, rows, optional=("without", "θ_m")))
     fast = sum(p.wavelength < window for p in r.pairs)
@@ -612,8 +621,8 @@ def render_ln(result: LnResult, console: Console) -> None:
     rule = (f"(x - mean(x)) / sqrt(var(x) + eps){g}{b}" if n.centres else f"x / sqrt(mean(x^2) + eps){g}{b}")
     say(console, f"{n.label}(x) = {rule}, over the d = {n.d} features of one position")
 
-    def step(text: str) -> None:  # the steps, two cells in: a long one wraps under its own text
-        say(console, text, indent=2)
+    def step(text: str) -> None:  # the steps, two cells in: a long one wraps under its formula, 8 cells past the
+        say(console, text, indent=2, hang=8)  # label (at 2 cells, at 80 columns, "std 1.000" stood under "scale")
 
     step(f"x       |x| = {n.size_in:.3f}   mean(x) = {n.mean:+.4f}")
     if n.centres:
@@ -655,8 +664,8 @@ def render_ln(result: LnResult, console: Console) -> None:
     width = max(8, min(len(sizes), console.width - 40))
     if len(sizes) > 1:
         say(console, f"every position t = 0..{len(sizes) - 1} through {n.which}:")
-        say(console, f"  |x_t| {spark(sizes, width)} {min(sizes):.2f} to {max(sizes):.2f}")
-        say(console, f"  |y_t| {spark(outs, width)} {min(outs):.2f} to {max(outs):.2f}")
+        say(console, f"  |x_t| {spark(sizes, width)} {spark_scale(sizes)}", hang=8)
+        say(console, f"  |y_t| {spark(outs, width)} {spark_scale(outs)}", hang=8)
         largest = max(range(len(sizes)), key=sizes.__getitem__)
         hats = [p.size_normalised for p in n.positions]
         note(console, f"|x_t| varies {_spread(sizes):.2f}x across the positions (the largest at t = {largest} "
@@ -787,8 +796,11 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     say(console, f"feed-forward of block {result.layer} at position {i} {quoted(result.tokens[i])} of "
                  f"{quoted_end(result.prompt, 48)}", "bold")
     rebuilt = "sum_n h_n v_n" + (" + b" if result.out_bias else "")  # no b where the output matrix has no bias
+    # b said, beside b_1 (or b_g) in h's formula: the part does not state what its own formulas call the output
+    # bias (:shapes' b_2, SwiGLU's b_d), so the view names it by its role
+    bias = " and b its bias" if result.out_bias else ""
     note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = {rebuilt}, v_n the column n of "
-                  f"the output matrix: each unit adds its own vector, scaled by how much it fires")
+                  f"the output matrix{bias}: each unit adds its own vector, scaled by how much it fires")
     negative = (f"{result.negative} below 0, the lowest {result.lowest:.3f}" if result.negative else "none below 0")
     # the rest are exactly 0: ReLU's for every negative input, and GELU's far left, which float32 rounds to 0 (the
     # counts summed to 511 of 512 with nothing said of the one)
@@ -808,25 +820,32 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     optional = ("share", names[1], "lowers", "raises the logit of") if tied else ("share", names[1])
     if not tied:
         names, rows = names[:5], [row[:5] for row in rows]
-    table = fitting_table(console, names, rows, left=("raises the logit of", "lowers"), optional=optional,
-                          say_left_out=False)  # said below, with what the columns would show
+    # the caption names every column the width took: share and the pre-activation went at 100 columns unsaid, when
+    # only the tokens' columns were said in the view's own words
+    table = fitting_table(console, names, rows, left=("raises the logit of", "lowers"), optional=optional)
     console.print(table)
-    shown = [c.header for c in table.columns]
+    shown = shown_columns(table)
     listed = sum(u.write for u in result.units)
     these = "this 1 unit writes" if len(result.units) == 1 else f"these {len(result.units):,} units write"
     say(console, f"{these} {listed / max(result.total_write, 1e-12):.0%} of "
                  f"sum_n |h_n v_n| = {result.total_write:.2f}; the sum itself has length |FFN(x)| = "
                  f"{result.out_size:.2f}" + _cancelling(result.out_size / max(result.total_write, 1e-12)))
-    if tied and "raises the logit of" not in shown:  # 40-odd columns: the tokens' cells would not fit
-        note(console, "not shown at this width: the tokens whose logits each unit's write raises and lowers most "
-                      "(a wider terminal shows them)")
-    elif tied:
-        note(console, ("raises/lowers" if "lowers" in shown else "raises") + ": the logits each write moves most, "
-                      f"read through the final norm frozen at this input (as {cmd('attrib')} reads a part)")
+    if "share" in shown:
+        note(console, f"share: the unit's |h_n v_n| as a part of sum_n |h_n v_n| over all {result.width} units")
+    if tied:  # said where the width left the tokens' columns out too (the caption names them): what they would show
+        tokens = "raises/lowers" if "lowers" in shown or "raises the logit of" not in shown else "raises"
+        note(console, f"{tokens}: the logits each write moves most, read through the final norm frozen at this input "
+                      f"(as {cmd('attrib')} reads a part)")
     elif result.no_tokens:
         note(console, f"{result.no_tokens}: no tokens are shown")
     note(console, f"checked: {rebuilt} agrees with the block's FFN output to {result.out_diff:.0e}")
     closing_notes(console, result, "its units are random", "ffn")
+
+
+def _angle(angle: float) -> str:
+    """A pair's turn (j - i)θ_m in radians: 3 decimals, and a slow pair's turn under 0.0005 in e-notation with its
+    sign (it showed "-0.000", and "+0.000" would give the turns of a key before the query the wrong sign)."""
+    return fmt.signed(angle) if angle == 0 or round(angle, 3) else f"{angle:+.1e}"
 
 
 def _same_token_apart(tokens: list[str], r: RopeWorked, listed: list[int]) -> tuple[int, int] | None:
