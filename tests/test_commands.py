@@ -898,8 +898,9 @@ def test_train_says_when_the_warm_up_takes_the_whole_run():
     s = tiny_session()
     run(s, ":set optimizer=adamw warmup_steps=150")
     result, said = warm_up_notes(s, ":train steps=30 eval_every=30")
-    assert said == ["warm-up (150 steps) covers this whole run (30 steps): the rate rises to lr = 0.003 at its last "
-                    "step and never decays; :set warmup_steps=7 warms up over a quarter of it"]
+    assert said == ["warm-up (150 steps) covers this whole run (30 steps): the rate rises to lr = 0.003 over its first "
+                    "29 steps, holds it at the last and never decays; :set warmup_steps=7 warms up over a quarter of "
+                    "it"]
     assert result.curve[-1]["lr"] == pytest.approx(3e-3)  # as it says: the last step at the peak
     assert warm_up_notes(s, ":train steps=10 schedule=new")[1] == []  # a smoke test's few steps: no note
     run(s, ":set warmup_steps=10")
@@ -907,8 +908,8 @@ def test_train_says_when_the_warm_up_takes_the_whole_run():
     # :compare says it of a contender compared mid-warm-up (AdamW's recipe at 150 steps against Muon's 10)
     t = tiny_session()
     assert warm_up_notes(t, ":compare optimizer=adamw current steps=20")[1] == [
-        "warm-up (150 steps) covers optimizer=adamw's whole run (20 steps): the rate rises to lr = 0.003 at its last "
-        "step and never decays, so it is compared before its rate has settled; give it warmup_steps=5 among its "
+        "warm-up (150 steps) covers optimizer=adamw's whole run (20 steps): the rate rises to lr = 0.003 over its "
+        "first 19 steps, holds it at the last and never decays, so it is compared before its rate has settled; give it warmup_steps=5 among its "
         "settings, or compare over more steps"]
     assert warm_up_notes(t, ":compare optimizer=adamw,warmup_steps=5 current steps=20")[1] == []
     run(t, ":set warmup_steps=150")  # every contender's warm-up covers the comparison: said once

@@ -36,9 +36,9 @@ from ..session import AUTOSAVE_NAME, Session, ShellConfig
 from ..syntax import (SHELL, cmd, exact_text, given_before, keep_with_load, loaded, own_settings, restore,
                       named, setting_text, spell_settings_with, syntax, without_setting)
 from .base import REGISTRY, ablation_note, command, complete_data, sampling_notes, switched_off
-from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
-                     load_checked, quantized_gone, read_with, recipe_line, redraw_untrained, seed_kept_line,
-                     switch_data)
+from .shared import (ablations_gone, all_warm_up, bpe_trained_elsewhere, checkpoint_folder, file_changed,
+                     keep_trained_model, load_checked, quantized_gone, read_with, recipe_line, redraw_untrained,
+                     seed_kept_line, switch_data)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -351,9 +351,22 @@ def _fixed_elsewhere() -> str:
             "weight_decay and grad_clip")
 
 
-# names a user looks for in :set that live elsewhere (`:set schedule=cosine` was only "unknown option")
+def _decay_length_elsewhere() -> str:
+    return (f"the cosine decays over the whole run, to its last step: nanoGPT's lr_decay_iters is steps here (as its "
+            f"max_iters is), {cmd('set', steps='N')}, and the rate ends at lr x min_lr_ratio")
+
+
+def _floor_elsewhere() -> str:
+    # nanoGPT's min_lr is a rate; min_lr_ratio, which a prefix match offered without a word, is a share of the peak
+    return (f"the cosine's floor is a share of the peak rate here, not a rate: min_lr_ratio=<min_lr / lr> (nanoGPT's "
+            f"min_lr=6e-5 at learning_rate=6e-4 is min_lr_ratio=0.1; {cmd('set', 'lr')} shows the peak rate)")
+
+
+# names a user looks for in :set that live elsewhere (`:set schedule=cosine` was only "unknown option"), nanoGPT's
+# among them (the README promises its names: `lr_decay_iters=300` was asked "did you mean eval_batches?")
 SET_ELSEWHERE = {**dict.fromkeys(("schedule", "lr_schedule", "scheduler", "decay_lr", "lr_decay"), _schedule_elsewhere),
-                 **dict.fromkeys(("momentum", "beta1", "beta2", "betas", "adam_betas", "nesterov"), _fixed_elsewhere)}
+                 **dict.fromkeys(("momentum", "beta1", "beta2", "betas", "adam_betas", "nesterov"), _fixed_elsewhere),
+                 "lr_decay_iters": _decay_length_elsewhere, "min_lr": _floor_elsewhere}
 
 
 @command("set", "Change settings: model architecture (most reset the weights), training, generation or the shell; "
@@ -491,6 +504,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                         f"{anew} starts")
     if schedule and session.has_model and not rebuilt and session.trainer.run_remaining > 0:
         reporter.notice(_stopped_run_rate(session.trainer, train, schedule))
+    # a warm-up that now covers a new run of `steps` (AdamW's recipe warms up over 150 steps, after `:set steps=100`):
+    # said where it is set, with :train's fix, not first by the :train it was set up for. Not from the shell, whose
+    # settings last the one command they go with, which says it (a `--set` before `train` said it twice).
+    if ({"steps", "warmup_steps"} & (set(changed) | set(followed)) and syntax() != SHELL
+            and (line := all_warm_up(train.steps, train, "a new run"))):
+        reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, train.steps // 4))} warms up over a quarter of it")
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
         if not redraw_untrained(session, train.seed, reporter):
             reporter.notice(seed_kept_line(train.seed))

@@ -421,8 +421,9 @@ def all_warm_up(steps: int, config, run: str) -> str | None:
     # lr_at's warm-up ends at the run's last step for any warmup_steps >= steps - 1: the same schedule, said alike
     if steps < WARM_UP_NOTE_FROM or config.warmup_steps < steps - 1:
         return None
+    # lr_at's warm-up of steps - 1 steps: the rate is lr at the last but one step and holds it at the last
     return (f"warm-up ({count(config.warmup_steps, 'step')}) covers {run} ({count(steps, 'step')}): the rate rises "
-            f"to lr = {config.lr:g} at its last step and never decays")
+            f"to lr = {config.lr:g} over its first {count(steps - 1, 'step')}, holds it at the last and never decays")
 
 
 def seed_kept_line(seed: int) -> str:

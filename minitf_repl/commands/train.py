@@ -133,6 +133,8 @@ class TrainResult:
     # the seconds this command's steps and evaluations added to the table's elapsed (a continued run's table counts
     # from the run's first step): `seconds` holds the drawing between steps as well
     run_seconds: float = 0.0
+    # the validation batches each evaluation read, for the table's legend ("8 held-out batches"); None: not said
+    eval_batches: int | None = field(default=None, metadata={"view_only": True})
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -185,9 +187,12 @@ def read_again(session: Session, reporter: Reporter) -> None:
                             "else it is rebuilt (the loaded one kept as a checkpoint)", complete=complete_data,
           path=True, browse="files"),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)", kept=True),
+    # the same seed repeats a run's numbers only at the same thread count: threads=auto picks it from the machine's
+    # load, and two runs of one seed differed in the fourth decimal with nothing to say why
     param_from_setting(TrainConfig.spec("seed"),
                        help="seed of the batch order and the validation batches, and of the weights of a model this "
-                            "command builds (kept)",
+                            "command builds (kept); on a CPU, float sums split across another thread count differ "
+                            "in their last digits (the summary names the count; threads=N fixes it)",
                        kept=True),
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),
@@ -385,6 +390,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # a quarter, AdamW's recipe's share (150 of 600): over a tenth AdamW stalled at its rate (lab._say_warm_up)
             reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, trainer.run_steps // 4))} warms up over a "
                             "quarter of it")
+    if (line := few_val_windows(session.data, session.model_config.max_seq_len, train_config)) is not None:
+        reporter.notice(line)
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     reporter.on_train_vocab(session.data.tokenizer.vocab_size)
@@ -493,12 +500,37 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                                           or not at_keyboard()),
         folder=str(session.checkpoint_dir),
         launch=(ranks, train_config.batch_size) if (ranks := distributed.world_size()) > 1 else None,
+        eval_batches=train_config.eval_batches,
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
     if not blown_up(result):
         session.note_good_lr(train_config.lr)
     return result
+
+
+def few_val_windows(data, max_seq_len: int, config: TrainConfig) -> str | None:
+    """What to say where the validation split holds fewer distinct windows than one evaluation reads (a file of 240
+    characters at max_seq_len=23: its 24 val tokens are one window, read 8 x 16 times for a val loss that looked like
+    any other); None where it holds enough, or the data draws its windows anew (a task, random tokens)."""
+    window_count = getattr(data, "window_count", None)  # a text's: the windows get_batch draws from
+    if window_count is None:
+        return None
+    try:
+        windows = window_count("val", max_seq_len)
+    except UserError:  # a window that does not fit: the run refuses it, after which the session is rolled back
+        return None
+    # under torchrun rank 0 evaluates batches of the global size (Trainer.evaluate)
+    each = config.batch_size * distributed.world_size()
+    read = config.eval_batches * each
+    if windows >= read:
+        return None
+    unit = data.tokenizer.unit
+    these = "that one window" if windows == 1 else f"those {windows:,} windows"
+    return (f"the validation split holds {count(windows, 'distinct window')} of {count(max_seq_len + 1, unit)} "
+            f"(max_seq_len + 1), and each evaluation reads {count(read, 'window')} "
+            f"({count(config.eval_batches, 'batch', 'batches')} of {each:,}): the val loss is measured on {these} "
+            "over and over; a longer text, or a smaller max_seq_len, holds more")
 
 
 def _weights_bytes(session: Session) -> int:
@@ -719,9 +751,13 @@ def bpc_words(bpc: float, tokens_per_char: float | None) -> str:
 
 def speed_parts(result: TrainResult) -> list[str]:
     """What the summary adds for the speed switches: the dtype the steps ran in ("float32" too: where dtype=auto
-    chose it, nothing said so, and the README sends a user to this line to learn which it chose), "compiled in
-    41.2 s"."""
+    chose it, nothing said so, and the README sends a user to this line to learn which it chose), on a CPU with
+    the threads it ran on ("float32 on 2 CPU threads"), "compiled in 41.2 s"."""
     parts = [result.dtype]
+    if result.cpu is not None and result.threads:
+        # a float32 sum split across threads adds in another order at another count: the same seed gave 2.6415 in one
+        # process and 2.6419 in the next, threads=auto having picked the count from the machine's load, unsaid
+        parts[-1] += f" on {count(result.threads, 'CPU thread')}"
     if result.compile_seconds is not None:
         # a run of the compiling step alone (stopped at step 1) has no other step: its tokens/s is that step's
         counted = "its one step's tokens/s counts it" if result.steps == 1 else "not in tokens/s"
@@ -743,7 +779,8 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
 
 def _render_train(result: TrainResult, console: Console, frame_shown: bool = False) -> None:
     if result.evals:
-        console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size))
+        console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size,
+                                eval_batches=result.eval_batches))
     if result.frames and not frame_shown:  # the last frame, as it was under the live table
         console.print(watch_view(result.frames[-1], console.width, unscaled(console)))
     if len(result.curve) >= 10:  # a small chart of this run under its table

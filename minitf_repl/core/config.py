@@ -462,8 +462,10 @@ class TrainConfig(Settings):
                                 aliases=("eval_iters",))
     # the validation batches too (Trainer.evaluate): a new seed scores other val text, and the same model's val loss
     # moved with it, which its help did not say
-    seed: int = setting(1337, "seed of the initial weights, the batch order and the validation batches", low=0,
-                        limit=2**63 - 1)
+    # the same seed repeats a run's numbers at the same thread count only (threads=auto reads the machine's load)
+    seed: int = setting(1337, "seed of the initial weights, the batch order and the validation batches; on a CPU, "
+                        "another thread count sums floats in another order, which moves the last digits (threads=N "
+                        "fixes it)", low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
                          "optimizer state stay float32); auto: bfloat16 where the device multiplies it natively (a "

@@ -1132,10 +1132,16 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
         # Windows-1252 leaves five bytes undefined (0x81, 0x8D, ...); ISO-8859-1 defines all 256, so a file with one of
         # them is read as that (it got "convert it to UTF-8" and no line that does)
         encoding = "cp1252" if _decodes(raw, "cp1252") else "iso-8859-1"
-        how = to_utf8(p, encoding)
-        how = f"; {how}" if how == NOTEPAD_TO_UTF8 else f", which {how} converts"
-        name = "Windows-1252 (Latin-1)" if encoding == "cp1252" else "ISO-8859-1 (Latin-1)"
-        guess = f": it reads as {name} text{how}" if not utf8_letters else ""
+        if not utf8_letters:
+            how = to_utf8(p, encoding)
+            how = f"; {how}" if how == NOTEPAD_TO_UTF8 else f", which {how} converts"
+            name = "Windows-1252 (Latin-1)" if encoding == "cp1252" else "ISO-8859-1 (Latin-1)"
+            guess = f": it reads as {name} text{how}"
+        else:  # no encoding to name, but the line that converts from the one it is in: it said "convert it to UTF-8"
+            # and nothing of how (random bytes 128-255), where Latin-1's message gives iconv's line
+            how = to_utf8(p, "ENCODING")
+            guess = (f"; {how}" if how == NOTEPAD_TO_UTF8 else
+                     f" from the encoding it is in: {how} (iconv -l lists the names ENCODING takes)")
         raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
                         + guess) from None
     # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and

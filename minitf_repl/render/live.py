@@ -90,7 +90,7 @@ class LossTable:
     """
 
     def __init__(self, rows: list[dict] = (), with_accuracy: bool | None = None, narrow: bool = False,
-                 vocab_size: int | None = None):
+                 vocab_size: int | None = None, eval_batches: int | None = None):
         self.vocab_size = vocab_size  # known: a first line gives ln(V), the loss of a uniform guess
         self.narrow = narrow
         self.rows: list[dict] = []
@@ -113,8 +113,19 @@ class LossTable:
         if distributed.launched() and (ranks := distributed.world_size()) > 1:
             self.legend_words["train_loss"] = (f"the global batch of the {ranks} processes together, before the "
                                                "step's update")
+        # known: the legend gives the number of validation batches, not the setting's name
+        self.eval_batches: int | None = None
+        self.set_eval_batches(eval_batches)
         for r in rows:
             self.add(r)
+
+    def set_eval_batches(self, eval_batches: int | None) -> None:
+        """The validation batches an evaluation reads, said in the legend: "eval_batches held-out batches" named a
+        setting where the number was known (None: the setting's name stays)."""
+        self.eval_batches = eval_batches
+        if eval_batches is not None:
+            self.legend_words["val_loss"] = (f"{eval_batches:,} held-out batch{'' if eval_batches == 1 else 'es'}, "
+                                             "after it")
 
     def add(self, row: dict) -> None:
         self.rows.append(row)
@@ -411,6 +422,8 @@ class RichReporter(Reporter):
         self._quarters: dict[str, int] = {}  # a dumb terminal: the quarters of each long work said (on_progress)
         self._progress_began: dict[str, float] = {}  # when each work's first on_progress came
         self._bar_label: str | None = None  # what on_progress's bar is labelled now
+        self._steps_done = self._run_steps = 0  # the training bar's count and total (on_train_start, on_step)
+        self._eval_batches: int | None = None  # the validation batches of the run's evaluations (on_evaluate)
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -429,6 +442,9 @@ class RichReporter(Reporter):
         self._bar_narrow = self.console.width < NARROW
         done = start_step if 0 <= start_step <= run_steps else 0
         self._task = self._progress.add_task("train", total=run_steps, completed=done, loss="-", tps="-")
+        # the run's steps the bar counts (on_step), which an evaluation's count goes on from
+        self._steps_done, self._run_steps = done, run_steps
+        self._eval_batches = None  # each run's own (on_evaluate): :set eval_batches may have changed it since
         self._table = None
         self._vocab_size = None
         self._frame = None
@@ -518,8 +534,14 @@ class RichReporter(Reporter):
             if done == 1:  # each evaluation is a work of its own: its time and quarters counted from its first batch
                 self._progress_began[EVALUATION], self._quarters[EVALUATION] = time.monotonic(), 0
             self._say_quarter(EVALUATION, done, total)
+        if self._table is not None:
+            self._table.set_eval_batches(total)
+        self._eval_batches = total
         if self._progress is not None and self.training:
-            self._progress.update(self._task, description=f"val {done}/{total}" if done < total else "train")
+            # an evaluation follows a step whose update is done: the count says that step (it said the one before,
+            # "val 373/3000 ━━━ 4/5" while evaluating after step 5), until on_step gives the step's own numbers
+            self._progress.update(self._task, completed=min(self._steps_done + 1, self._run_steps),
+                                  description=f"val {done}/{total}" if done < total else "train")
 
     def on_step(self, info) -> None:
         if self.lines and info.val_loss is not None:
@@ -527,6 +549,7 @@ class RichReporter(Reporter):
         if self._progress is None:
             return
         self._fit_bar()
+        self._steps_done, self._run_steps = info.run_step, info.run_steps
         self._progress.update(
             self._task, completed=info.run_step, total=info.run_steps, description="train",
             loss=f"{info.train_loss:.4f}", tps=f"{info.tokens_per_second:,.0f}",
@@ -538,7 +561,8 @@ class RichReporter(Reporter):
                 "elapsed": info.elapsed, "aux_loss": info.aux_loss,
             }
             if self._table is None:
-                self._table = LossTable([row], narrow=self.console.width < NARROW, vocab_size=self._vocab_size)
+                self._table = LossTable([row], narrow=self.console.width < NARROW, vocab_size=self._vocab_size,
+                                        eval_batches=self._eval_batches)
             else:
                 self._table.add(row)
             self._refresh()
