@@ -30,8 +30,8 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
                       writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
-from .shared import (SaveResult, ablations_gone, keep_meanwhile, keep_trained_model, refuse_a_path, save_session,
-                     unseen_by)
+from .shared import (AUTOSAVES_KEPT, SaveResult, ablations_gone, keep_meanwhile, keep_trained_model, refuse_a_path,
+                     save_session, unseen_by)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
@@ -73,6 +73,13 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
 
     with cut_short():  # as an interruptible command, Ctrl-C raises at once: a wait for the folder's lock says so
         saved = save_session(session, name, reporter=reporter, keep_trained=True)
+    if session.untrained:
+        # Saved, as above, but said, as the refusal before any model is: a `:set n_layers=2` rebuilds the model after
+        # a run (the trained one kept aside), and `:save a100` then wrote random weights under a name of the user's
+        # without a word, where `:save` before any :train says "train first". A learner saving the initial weights on
+        # purpose (to compare with after training) loses nothing; one who thought the run's model was saved learns it.
+        reporter.notice(f"this model has not trained yet: {name} holds its random initial weights "
+                        f"({cmd('train')} first to save a trained one)")
     return dataclasses.replace(saved, ablations=switched_off(session))
 
 
@@ -242,7 +249,10 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
                          f"(saved: {clip(', '.join(names), 120)})")
     if "/" in name or "\\" in name or name.startswith("~"):
         raise CheckpointError(_path_given(session, name))
-    checkpoint_path(session.checkpoint_dir, name)  # a name not saved (and a bad one), before torch is imported
+    try:
+        checkpoint_path(session.checkpoint_dir, name)  # a name not saved (and a bad one), before torch is imported
+    except CheckpointError as e:
+        raise (_a_file_here(session, name) or e) from None
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end. So a
     # Ctrl-C cuts the reading and the build short at once (a 300M-parameter model takes many seconds to build on a
     # CPU, which it waited for): nothing has changed yet.
@@ -387,6 +397,36 @@ def _path_given(session: Session, name: str) -> str:
         pass
     return (f"{clip(name)!r} is not a valid checkpoint name but a path; give a name from {session.checkpoint_dir} "
             f"({cmd('ls')} lists them), or hf:PATH for a Hugging Face folder")
+
+
+# What a file named as a checkpoint is, by its name where its bytes do not say: torch.save's older format, and the
+# names it is saved under
+PICKLE_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle")
+
+
+def _a_file_here(session: Session, name: str) -> CheckpointError | None:
+    """What `:load NAME` (`minitf --load NAME`) says where NAME is no checkpoint of the folder but a file in the current
+    one (`--load ckpt.pt`): "no checkpoint named 'ckpt.pt'; saved ones: ..." did not say why the file was not read,
+    nor what reads it. None where there is no such file."""
+    from pathlib import Path
+
+    from ..core.checkpoint.layout import is_pickle
+
+    path = Path(name)
+    try:
+        if os.path.lexists(Path(session.checkpoint_dir).expanduser() / name) or not path.is_file():
+            return None
+        with open(path, "rb") as f:  # a regular file (is_file): 9 bytes, never unpickled
+            head = f.read(9)
+    except (OSError, ValueError):
+        return None
+    where = f"{clip(name)} here is a file, not a checkpoint in {session.checkpoint_dir}"
+    if is_pickle(head) or path.suffix.lower() in PICKLE_SUFFIXES:
+        return CheckpointError(f"{where}: minitf never opens a .pt or pickle (torch.save) file, which can run code "
+                               "when read; a state dict you trust goes into MiniTransformerLM from Python "
+                               "(docs/checkpoints-and-safety.md, \"A .pt file\")")
+    return CheckpointError(f"{where}: a checkpoint is a folder that {cmd('save', 'NAME')} writes there, loaded by its "
+                           f"name ({cmd('ls')} lists them)")
 
 
 def _bpe_origin(tokenizer, data, since: int, weights_from: str | None) -> None:
@@ -701,6 +741,9 @@ class LsResult:
     # folders there that hold a checkpoint under a name that cannot be loaded (renamed by hand), not in `rows`
     misnamed: list[str] = field(default_factory=list)
     all: bool = False  # all=on: the view lists every checkpoint, not the newest 40 (`rows` has all of them)
+    # the autosave slots (autosave-1 ..) that a checkpoint not written by an autosave holds: rotation steps over them,
+    # so fewer runs stay loadable, and in the list they looked like the runs before
+    pinned: list[str] = field(default_factory=list)
 
 
 # The view lists the newest this many: a folder of 400 checkpoints was 800 lines, the newest (listed first) far
@@ -710,12 +753,22 @@ LS_SHOWN = 40
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",),
          params=[Param("all", bool, default=False, help=f"list every checkpoint, not the newest {LS_SHOWN}")],
-         json_version=5)  # fmt: skip
+         json_version=6)  # fmt: skip
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from ..core.checkpoint import list_checkpoints, misnamed
 
-    return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir),
-                    misnamed=misnamed(session.checkpoint_dir), all=bool(args["all"]))
+    rows = list_checkpoints(session.checkpoint_dir)
+    return LsResult(rows=rows, directory=str(session.checkpoint_dir), misnamed=misnamed(session.checkpoint_dir),
+                    all=bool(args["all"]), pinned=pinned_slots(rows))
+
+
+def pinned_slots(rows: list[CheckpointInfo]) -> list[str]:
+    """The autosave slots rotation steps over, newest first: what its manifest says another wrote (a `:save autosave-2`,
+    a model kept before a rebuild), or one that does not load; as core.checkpoint.store._rotate_locked decides (an
+    autosave, or a checkpoint of before `origin` was recorded, is rotation's own)."""
+    slots = {f"{AUTOSAVE_NAME}-{i}" for i in range(1, AUTOSAVES_KEPT + 1)}
+    return [row.name for row in rows if row.name in slots and (row.error is not None or row.origin not in
+                                                                  ("autosave", None))]
 
 
 def local_minute(saved_at: str | None) -> str:
@@ -783,7 +836,19 @@ def render_ls(result: LsResult, console: Console) -> None:
         note(console, f"{count(older, 'older checkpoint')} not listed (the newest {len(listed)} of "
                       f"{len(result.rows)} are): {cmd('ls', all=True)} lists every one")
     misnamed_note(result.misnamed, console)
+    pinned_note(result.pinned, console)
     note(console, f"{restore('NAME')} restores one; {writes_one()}")
+
+
+def pinned_note(names: list[str], console: Console) -> None:
+    """The autosave slots a checkpoint saved by name holds, said under the list: they read as earlier runs."""
+    if not names:
+        return
+    one = len(names) == 1
+    shown = ", ".join(names[:-1]) + f" and {names[-1]}" if not one else names[0]
+    say(console, f"{shown} {'is' if one else 'are'} not {'an autosave' if one else 'autosaves'} (saved by name, or "
+                 f"not loadable): rotation keeps {'it' if one else 'them'} and steps over "
+                 f"{'its slot' if one else 'their slots'}, so fewer earlier runs stay loadable", "yellow")
 
 
 def misnamed_note(names: list[str], console: Console) -> None:

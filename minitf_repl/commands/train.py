@@ -236,7 +236,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         refuse_a_path(session, save_as, hf=False)
         if distributed.is_main():  # the one process that writes (under torchrun, the others never do)
             # a bad name fails now, not after an hour of training, and so does a disk its weights do not fit on
-            check_save_target(session.checkpoint_dir, save_as, _weights_bytes(session))
+            check_save_target(session.checkpoint_dir, save_as, _weights_bytes(session), by_name=True)
         else:
             from ..core.checkpoint import check_name
 
@@ -350,7 +350,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             from ..core.checkpoint import check_save_target
 
             try:
-                check_save_target(session.checkpoint_dir, named, _weights_bytes(session))
+                check_save_target(session.checkpoint_dir, named, _weights_bytes(session), by_name=True)
             except UserError:
                 session.rollback(snapshot)  # this command's settings go back with it
                 raise

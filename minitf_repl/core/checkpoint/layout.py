@@ -36,6 +36,12 @@ ANOTHER_DIR = "start minitf with another checkpoint directory"
 # full disk, a download) does not have; copying it again is theirs
 SAVE_AGAIN = "save the checkpoint again, or copy it again from where it came"
 
+
+def damaged(problem: str) -> CheckpointError:
+    """The error of a checkpoint whose files cannot be used as they are: `problem`, then both ways on (SAVE_AGAIN).
+    One place for the words: each check wrote its own "save it again", which the one who was sent a copy cannot do."""
+    return CheckpointError(f"{problem}; {SAVE_AGAIN}")
+
 # Every name a save writes carries 64 random bits (after the writer's pid, which only helps a person
 # trace debris): two saves never pick the same name. Whether a file is debris is decided by the
 # folder lock (a save holds it), never by the pid: two PID namespaces on one volume share pids.
@@ -118,6 +124,9 @@ class CheckpointInfo:
     val_step: int | None = None
     # the steps a stopped run had still to go (`:train` after loading it goes on with them); 0: its run ended
     steps_left: int = 0
+    # who wrote it (ORIGINS: "save", "autosave", "kept"); None: a checkpoint of before it was recorded, or unreadable.
+    # Rotation moves only autosaves, so one saved by name in an autosave slot holds that slot
+    origin: str | None = None
 
 
 def steps_left(trainer: dict) -> int:
@@ -173,7 +182,7 @@ def check_new_name(name: str) -> str:
     return name
 
 
-def check_save_target(directory, name: str, need: int = 0) -> Path:
+def check_save_target(directory, name: str, need: int = 0, *, by_name: bool = False) -> Path:
     """DIR/NAME if a checkpoint can be saved there; a caller can ask before an hour of training.
 
     What can be known without writing is checked: no path component is a file (`afile/sub`), and
@@ -183,7 +192,10 @@ def check_save_target(directory, name: str, need: int = 0) -> Path:
     a new run's autosave its temporary folder: a folder made read-only around a writable autosave was
     passed, and the autosave then failed after the training. `need`: bytes the checkpoint takes at the least (its
     weights), refused where the disk has less free: a full disk trained a one-shot run to its end, then lost it. A
-    disk that fills during the run still shows only when the save writes; save_checkpoint says so.
+    disk that fills during the run still shows only when the save writes; save_checkpoint says so. `by_name`: a save
+    by name (`:save NAME`, `save=NAME`), which refuses a folder of other files at DIR/NAME (check_no_other_files):
+    it was refused only after the training, and a one-shot run lost its model. An autosave's rotation moves such a
+    folder aside, so it is no matter there.
     """
     check_new_name(name)
     directory = Path(directory).expanduser()
@@ -195,6 +207,8 @@ def check_save_target(directory, name: str, need: int = 0) -> Path:
             if not target.is_dir():
                 raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
             _check_not_an_alias(directory, name, target)
+            if by_name:
+                check_no_other_files(target)
             places = (target, directory)
         else:
             _check_no_dangling_link(target)
@@ -215,6 +229,22 @@ def check_save_target(directory, name: str, need: int = 0) -> Path:
     except OSError as e:
         raise path_error(target, e) from None
     return target
+
+
+def check_no_other_files(target: Path) -> None:
+    """Refuse to save into a folder that holds files but no checkpoint: the save wrote its files among them and said
+    "replaced checkpoint NAME", where there had been none, and the user's files then lived inside a model's folder."""
+    try:
+        if not target.is_dir() or (target / MANIFEST).exists():
+            return
+        # a checkpoint's own files without its manifest (an interrupted copy, a deleted checkpoint.json), which :load
+        # tells to save again, are not another's: the save writes over them
+        others = other_files(target)
+    except OSError:  # unreadable: the save says what it finds
+        return
+    if others:
+        raise CheckpointError(f"{cut_middle(str(target))} is a folder that holds no checkpoint but {others}; save "
+                              "under another name, or move them out")
 
 
 def _check_not_an_alias(directory: Path, name: str, target: Path) -> None:
@@ -340,6 +370,29 @@ def checkpoint_path(directory, name: str) -> Path:
         raise path_error(path, e) from None
 
 
+def _held_elsewhere(directory: Path, name: str) -> Path | None:
+    """The folder that holds checkpoint NAME where `directory` does not exist: the default one (./checkpoints,
+    $MINITF_CHECKPOINT_DIR), or a folder beside it of a name one letter or so off (`chekpoints`); None if none does."""
+    import difflib
+
+    from ..errors import UserError
+    from ..paths import default_checkpoint_dir
+
+    try:
+        beside = [e for _, e in zip(range(1000), sorted(os.listdir(directory.parent)))]  # a home folder stays quick
+    except OSError:
+        beside = []
+    near = [directory.parent / e for e in difflib.get_close_matches(directory.name, beside, n=3, cutoff=0.75)]
+    try:
+        default = default_checkpoint_dir()
+    except UserError:  # a $MINITF_CHECKPOINT_DIR that cannot be used (~ with no home): only the folders beside
+        default = None
+    for folder in ([default] if default is not None else []) + near:
+        if folder.absolute() != directory.absolute() and _holds_manifest(folder / name):
+            return folder
+    return None
+
+
 def _holds_manifest(folder: Path) -> bool:
     try:
         return (folder / MANIFEST).is_file()
@@ -357,6 +410,12 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
             raise CheckpointError(f"{blocker} is a file, not a directory; {ANOTHER_DIR}")
         if not directory.exists():
             check_folder_reachable(directory)  # a link to a folder that is gone: no save could write one either
+            # a folder mistyped (`--checkpoint-dir chekpoints`) read as an empty one: "save one under that name first"
+            holder = _held_elsewhere(directory, name)
+            fix = (f"{cut_middle(str(holder))} holds one: give that folder as the checkpoint directory" if holder
+                   else "check the folder's name, or save one under that name first")
+            raise CheckpointError(f"no checkpoint named {name!r} in {directory} (there are none yet: that folder does "
+                                  f"not exist); {fix}")
         check_not_a_checkpoint(directory)
         names = _existing_names(directory)
         where = f"in {directory}"

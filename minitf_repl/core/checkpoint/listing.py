@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from .layout import (ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, check_folder_reachable, check_not_a_checkpoint,
-                     last_own_evaluation, path_error, steps_left)
+                     damaged, last_own_evaluation, path_error, steps_left)
 from .values import check_manifest_values
 from .reads import manifest_bytes, not_regular, read_manifest, wrong_size
 
@@ -117,7 +117,7 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
                 try:
                     st = os.lstat(where)  # never opened here: a FIFO or a device costs nothing
                 except OSError:
-                    raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
+                    raise damaged(f"{where} is missing, so this checkpoint is incomplete") from None
                 if not stat.S_ISREG(st.st_mode):
                     raise not_regular(where, st.st_mode)
                 actual = st.st_size
@@ -143,6 +143,7 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
         # the settings a load builds, not the manifest's own: a checkpoint of an older minitf has none of the settings
         # that came later (norm_eps, residual, causal, ...), and `ls --json` gave a script a map without them
         saved_at=saved_at if isinstance(saved_at, str) else None, model_config=config.to_dict(),
+        origin=(manifest.get("origin") or {}).get("kind"),  # checked by the manifest's values: one of ORIGINS
     )
 
 

@@ -25,7 +25,8 @@ from ..model import MiniTransformerLM
 from ..optimizers import group_kind
 from ..sizes import parameter_count
 from ..train import Trainer
-from .layout import Checkpoint, MANIFEST, checkpoint_path
+from ..words import count
+from .layout import Checkpoint, MANIFEST, checkpoint_path, damaged
 from .manifest import HISTORY_LATER, tied_aliases
 from .reads import read_data_file, read_manifest, read_manifest_bytes
 from .values import check_loadable, check_manifest_values  # noqa: F401 (names of this module before)
@@ -119,8 +120,8 @@ def stored_tokenizer(path: Path, manifest: dict, config: ModelConfig):
     except UserError as e:
         raise CheckpointError(f"{e}; this checkpoint cannot be used") from None
     if tokenizer.own_size > config.vocab_size:
-        raise CheckpointError(f"{path}: its tokenizer has {tokenizer.own_size:,} tokens but the model has "
-                              f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again")
+        raise damaged(f"{path}: its tokenizer has {tokenizer.own_size:,} tokens but the model has "
+                      f"vocab_size={config.vocab_size}, so this checkpoint is inconsistent")
     return tokenizer
 
 
@@ -136,10 +137,8 @@ def _check_claims(path: Path, config: ModelConfig, entry: dict, limits: dict) ->
     # The recorded size: a file whose real size differs is refused by read_data_file, which reads
     # nothing of it (but 9 bytes, to say "pickle" where it is one).
     if entry["size"] < weights:
-        raise CheckpointError(
-            f"{path}: its model config describes {parameter_count(config):,} parameters ({weights:,} bytes of weights) "
-            f"but its model file holds {entry['size']:,} bytes; this checkpoint is inconsistent, save it again"
-        )
+        raise damaged(f"{path}: its model config describes {parameter_count(config):,} parameters ({weights:,} bytes "
+                      f"of weights) but its model file holds {entry['size']:,} bytes; this checkpoint is inconsistent")
 
 
 def size_limits(config: ModelConfig) -> dict[str, int]:
@@ -257,8 +256,8 @@ def _check_finite(where: Path, what: str, t: torch.Tensor) -> None:
     if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
         bad = int((~torch.isfinite(t)).sum())
         raise CheckpointError(
-            f"{where}: {what} holds {bad:,} values that are not finite (NaN or infinity), which no model can "
-            "generate or train with; this checkpoint cannot be used"
+            f"{where}: {what} holds {count(bad, 'value')} that {'is' if bad == 1 else 'are'} not finite (NaN or "
+            "infinity), which no model can generate or train with; this checkpoint cannot be used"
         )
 
 

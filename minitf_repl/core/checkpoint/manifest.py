@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..catalog import shows_as_text  # noqa: F401 - a manifest's paths are held to it, as :data's are
 from ..errors import CheckpointError
-from .layout import DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_SHOWN, ORIGINS, PICKLE_MAGIC, SAVE_AGAIN
+from .layout import DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_SHOWN, ORIGINS, PICKLE_MAGIC, damaged
 
 if TYPE_CHECKING:  # torch is imported by the encoders that need it: reading a manifest (:ls) needs none
     import torch
@@ -158,21 +158,16 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
     but not the text byte for byte: re-encoding with indentation runs in pure Python, some 0.1 s for a manifest
     of 3,000 steps' history, and `:ls` reads them all; a load checks every byte."""
     if raw.startswith(PICKLE_MAGIC):
-        raise CheckpointError(
-            f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
-            "save the checkpoint again"
-        )
+        raise damaged(f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code")
     try:
         manifest = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise CheckpointError(
-            f"{where} is not valid JSON (truncated or corrupted); {SAVE_AGAIN}"
-        ) from None
+        raise damaged(f"{where} is not valid JSON (truncated or corrupted)") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise CheckpointError(f"{where} is not a minitf checkpoint manifest; save the checkpoint again")
+        raise damaged(f"{where} is not a minitf checkpoint manifest")
     version = manifest.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise CheckpointError(f"{where} has no valid format_version (corrupted); {SAVE_AGAIN}")
+        raise damaged(f"{where} has no valid format_version (corrupted)")
     if version > FORMAT_VERSION:
         raise CheckpointError(
             f"{where.parent.name} was written by a newer minitf (format {version}, this one reads {FORMAT_VERSION}): upgrade minitf"
@@ -182,9 +177,7 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
     known = _known(raw)
     if "values" not in known and manifest.get("meta_sha256") != meta_sha256(manifest) \
             or exact and "text" not in known and raw != encode_manifest(manifest):
-        raise CheckpointError(
-            f"{where} does not match its checksum (corrupted or edited); {SAVE_AGAIN}"
-        )
+        raise damaged(f"{where} does not match its checksum (corrupted or edited)")
     if exact:
         known.add("text")
     if "values" not in known:
@@ -196,7 +189,7 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
 def _check_manifest_fields(m: dict, where: Path) -> None:
     def need(ok: bool, what: str) -> None:
         if not ok:
-            raise CheckpointError(f"{where}: {what}; this file was not written by minitf, save the checkpoint again")
+            raise damaged(f"{where}: {what}; this file was not written by minitf")
 
     def is_int(v) -> bool:
         return isinstance(v, int) and not isinstance(v, bool)

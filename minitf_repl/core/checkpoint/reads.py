@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
 from ..words import count
-from .layout import MANIFEST, MAX_MANIFEST_BYTES, SAVE_AGAIN, is_pickle, other_files
+from .layout import MANIFEST, MAX_MANIFEST_BYTES, damaged, is_pickle, other_files
 from .manifest import parse_manifest
 
 if TYPE_CHECKING:  # torch is imported where a data file is read, not for a manifest (:ls reads only those)
@@ -35,16 +35,15 @@ _KINDS = (
 def not_regular(where: Path, mode: int) -> CheckpointError:
     kind = next((name for test, name in _KINDS if test(mode)), "an unknown kind of file")
     if stat.S_ISDIR(mode):
-        return CheckpointError(f"{where} is a directory, not a file; remove it and save again")
-    return CheckpointError(f"{where} is not a regular file ({kind}); this checkpoint cannot be used, save it again")
+        return damaged(f"{where} is a directory, not a file, so this checkpoint cannot be used")
+    return damaged(f"{where} is not a regular file ({kind}), so this checkpoint cannot be used")
 
 
 def wrong_size(where: Path, size: int, written: int) -> CheckpointError:
     """A data file whose size is not the one written: shorter is truncated; longer was added to or replaced (the
     same words from :ls and :load)."""
     how = "truncated" if size < written else "added to or replaced"
-    return CheckpointError(f"{where} has {count(size, 'byte', grouped=False)} but {written} were written ({how}); "
-                           f"{SAVE_AGAIN}")
+    return damaged(f"{where} has {count(size, 'byte', grouped=False)} but {written} were written ({how})")
 
 
 def open_regular(where: Path) -> tuple[int, int]:
@@ -162,39 +161,32 @@ def read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tenso
     """The tensors of one data file; at most `limit` bytes (see size_limits) are ever read."""
     where = path / entry["file"]
     if entry["size"] > limit:
-        raise CheckpointError(
-            f"{where} is recorded as {count(entry['size'], 'byte', grouped=False)}, more than its model config can need ({limit}); "
-            "this checkpoint cannot be used, save it again"
-        )
+        raise damaged(f"{where} is recorded as {count(entry['size'], 'byte', grouped=False)}, more than its model "
+                      f"config can need ({limit}), so this checkpoint cannot be used")
     try:
         fd, size = open_regular(where)
         if size != entry["size"]:
             with os.fdopen(fd, "rb") as f:
                 head = f.read(9)  # only to say "pickle" rather than "wrong size" for a torch.save file
             if is_pickle(head):
-                raise CheckpointError(
-                    f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
-                    "save the checkpoint again"
-                )
+                raise damaged(f"{where} is a pickle (torch.save) file, which minitf never opens because it can "
+                              "run code")
             raise wrong_size(where, size, entry["size"])
         raw = read_open(fd, size)
     except FileNotFoundError:
-        raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
+        raise damaged(f"{where} is missing, so this checkpoint is incomplete") from None
     except OSError as e:
         raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
     if is_pickle(raw):
-        raise CheckpointError(
-            f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
-            "save the checkpoint again"
-        )
+        raise damaged(f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code")
     if len(raw) != entry["size"]:  # it shrank while being read
         raise wrong_size(where, len(raw), entry["size"])
     if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
-        raise CheckpointError(f"{where} does not match its checksum (corrupted); {SAVE_AGAIN}")
+        raise damaged(f"{where} does not match its checksum (corrupted)")
     import safetensors.torch
 
     try:
         return safetensors.torch.load(raw)
     except Exception as e:  # SafetensorError and friends: a file that passed its checksum but is not safetensors
-        raise CheckpointError(f"{where} is not a readable safetensors file ({e}); {SAVE_AGAIN}") from None
+        raise damaged(f"{where} is not a readable safetensors file ({e})") from None
 

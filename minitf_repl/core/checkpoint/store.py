@@ -30,8 +30,8 @@ from ..paths import cut_middle
 from ..train import Trainer
 from ..words import count
 from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
-                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, last_own_evaluation, other_files,
-                     steps_left)
+                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_no_other_files, check_save_target,
+                     last_own_evaluation, steps_left)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
@@ -90,7 +90,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                               "weights; pass trainer.model as the model, or that model's own trainer")
     if exclusive and os.path.lexists(Path(directory).expanduser() / check_name(name)):
         raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")  # even a file
-    target = check_save_target(directory, name)
+    target = check_save_target(directory, name, by_name=rotate is None)
     directory = target.parent
     if origin not in ORIGINS:
         raise ValueError(f"origin must be one of {ORIGINS}, got {origin!r}")
@@ -172,7 +172,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             if exclusive and os.path.lexists(target):
                 raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
             if rotate is None:  # (an autosave's rotation moves a folder in its way aside, whatever it holds)
-                _check_no_other_files(target)
+                check_no_other_files(target)
             sources = _shareable(directory, share_from, manifest["files"].values())
             if keep_trained and rotate is None and target.is_dir():
                 kept = _keep_more_trained(directory, target, int(manifest["trainer"]["step"]))
@@ -452,22 +452,6 @@ def _referenced_files(target: Path) -> set[str]:
     except Exception:
         return set()
     return {n for n in names if isinstance(n, str) and DATA_FILE.match(n)}
-
-
-def _check_no_other_files(target: Path) -> None:
-    """Refuse to save into a folder that holds files but no checkpoint: the save wrote its files among them and said
-    "replaced checkpoint NAME", where there had been none, and the user's files then lived inside a model's folder."""
-    try:
-        if not target.is_dir() or (target / MANIFEST).exists():
-            return
-        # a checkpoint's own files without its manifest (an interrupted copy, a deleted checkpoint.json), which :load
-        # tells to save again, are not another's: the save writes over them
-        others = other_files(target)
-    except OSError:  # unreadable: the save says what it finds
-        return
-    if others:
-        raise CheckpointError(f"{cut_middle(str(target))} is a folder that holds no checkpoint but {others}; save "
-                              "under another name, or move them out")
 
 
 def rotate(directory, name: str, keep: int) -> None:

@@ -11,6 +11,7 @@ from ..config import ModelConfig, TrainConfig
 from ..errors import CheckpointError, ConfigError
 from ..sizes import check_trainable
 from ..words import count
+from .layout import damaged
 
 
 def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
@@ -27,11 +28,8 @@ def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
                               "this checkpoint cannot be used") from None
     vocab = manifest["vocab"]
     if "tokenizer" not in manifest and (len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab)):
-        raise CheckpointError(
-            f"{path}: its vocabulary has {count(len(vocab), 'character')} ({len(set(vocab))} distinct) "
-            "but the model has "
-            f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
-        )
+        raise damaged(f"{path}: its vocabulary has {count(len(vocab), 'character')} ({len(set(vocab))} distinct) "
+                      f"but the model has vocab_size={config.vocab_size}, so this checkpoint is inconsistent")
     try:
         train = TrainConfig.from_dict(manifest["trainer"]["train_config"])
     except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
