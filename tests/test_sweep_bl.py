@@ -4,7 +4,8 @@ import statistics
 
 import pytest
 
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
+from test_render import plain
 from test_sweep_aw import completed
 
 
@@ -116,3 +117,32 @@ def test_rope_with_an_odd_head_width_offers_a_setting_that_fits():
     fix = message[message.rindex("(:set ") + 1:-1]
     run(s, fix)  # the fix runs as pasted
     assert s.model_config.head_dim % 2 == 0
+
+
+def test_a_presets_head_grouping_follows_a_new_head_count():
+    said = Recorder()
+    s = tiny_session()
+    run(s, ":set d_model=32 preset=llama n_heads=8")
+    assert s.model_config.n_kv_heads == 4
+    result = run(s, ":set n_heads=4", said)
+    # was: n_kv_heads stayed 4, plain multi-head attention, with no word
+    assert s.model_config.n_kv_heads == 2 and result.changed["n_kv_heads"] == (4, 2)
+    assert any("n_kv_heads follows n_heads as the preset llama groups them (2 query heads to each key/value head)"
+               in line for line in said.notices), said.notices
+    run(s, ":set n_kv_heads=4")  # set by hand: no preset groups it so, and a new head count leaves it
+    run(s, ":set n_heads=8")
+    assert s.model_config.n_kv_heads == 4
+    plain_model = tiny_session()
+    run(plain_model, ":set n_heads=1")
+    assert plain_model.model_config.n_kv_heads is None
+
+
+def test_set_says_a_preset_already_matched_and_that_one_expert_is_no_mixture():
+    s = tiny_session()
+    run(s, ":set preset=llama")
+    again = " ".join(plain(run(s, ":set preset=llama")).split())
+    assert "nothing changed" in again and "the architecture already matches the preset llama" in again, again
+    said = Recorder()
+    run(s, ":set n_experts=1", said)
+    assert any(line.startswith("n_experts=1 builds one dense feed-forward, as n_experts=0 does") for line in
+               said.notices), said.notices

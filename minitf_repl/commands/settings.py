@@ -442,8 +442,16 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     for cls in SETTINGS:
         for spec in cls.specs():
             old_value, new_value = getattr(current[cls], spec.name), getattr(new[cls], spec.name)
-            if old_value != new_value and (spec.name in given or "preset" in given):  # a preset sets several
+            # a preset sets several, and a preset's head grouping follows its head count (kv_heads_following)
+            followed_heads = spec.name == "n_kv_heads" and "n_heads" in given
+            if old_value != new_value and (spec.name in given or "preset" in given or followed_heads):
                 changed[spec.name] = (old_value, new_value)
+    if "n_kv_heads" in changed and "n_kv_heads" not in given and "preset" not in given:  # kv_heads_following's
+        from ..core.config import PRESET_KV_GROUP, matching_preset
+
+        preset = matching_preset(current[ModelConfig])
+        reporter.notice(f"n_kv_heads follows n_heads as the preset {preset} groups them ({PRESET_KV_GROUP[preset]} "
+                        f"query heads to each key/value head); {cmd('set', n_kv_heads='N')} sets it by hand")
     had_model = session.has_model
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
     lost: list[str] = []  # told once the new model stands: a Ctrl-C during the build keeps the old one
@@ -525,6 +533,9 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             reporter.notice(f"{' and '.join(keys)} {'does' if len(keys) == 1 else 'do'} nothing while "
                             f"{because}={setting_text(getattr(model, because))}; "
                             f"{'it applies' if len(keys) == 1 else 'they apply'} with {reads_it}")
+    if "n_experts" in changed and model.n_experts == 1:  # is_moe: n_experts >= 2; :experts said it later, :set not
+        reporter.notice(f"n_experts=1 builds one dense feed-forward, as n_experts=0 does: no router, no mixture; "
+                        f"{cmd('set', n_experts=4)} or more routes each token to experts_per_token of them")
     if ("d_model" in changed and "d_ff" not in given and "preset" not in given
             and model.d_ff != 4 * model.d_model):  # d_ff is a setting of its own: scaling d_model leaves it
         reporter.notice(f"d_ff stays {model.d_ff:,}, {model.d_ff / model.d_model:.2g} x d_model, where it is usually "
@@ -758,8 +769,23 @@ def _applied(current: dict, given: dict) -> dict:
 
             # For the n_heads given with it: `preset=llama n_heads=2` shares one key/value head, as llama does
             changes = {**preset_changes(given["preset"], config, n_heads=changes.get("n_heads")), **changes}
+        elif cls is ModelConfig and "n_heads" in changes and "n_kv_heads" not in given:
+            changes.update(kv_heads_following(config, changes["n_heads"]))
         new[cls] = config.replace(**changes) if changes else config
     return new
+
+
+def kv_heads_following(config: ModelConfig, n_heads: int) -> dict:
+    """{"n_kv_heads": N} where a model of a preset that groups its keys and values (llama: 2 query heads to each)
+    takes another head count: the preset's grouping for the new count, since a preset is an architecture, sizes
+    aside. `:set n_heads=4` after preset=llama at 8 heads kept n_kv_heads=4, silently plain multi-head attention.
+    Empty where the model matches no such preset (a grouping set by hand stays as it was typed)."""
+    from ..core.config import PRESET_KV_GROUP, matching_preset, preset_changes
+
+    preset = matching_preset(config)
+    if preset not in PRESET_KV_GROUP:
+        return {}
+    return {"n_kv_heads": preset_changes(preset, config, n_heads=n_heads)["n_kv_heads"]}
 
 
 def rebuilding_keys(session: Session, args: dict) -> list[str]:
@@ -835,8 +861,9 @@ def render_set(result: SetResult, console: Console) -> None:
     elif result.rebuilt:
         say(console, "the architecture changed: the model was rebuilt, weights reset (step 0)", "yellow")
         render_kept(console, result.kept)
-    if result.preset:
-        note(console, f"the architecture now matches the preset {result.preset} (sizes aside)")
+    if result.preset:  # "now" only where something changed: `:set preset=llama` twice said "nothing changed" first
+        note(console, f"the architecture {'now matches' if result.changed else 'already matches'} the preset "
+                      f"{result.preset} (sizes aside)")
     read = [k for k in result.read_anew if k != "causal"]  # the mask's own words follow
     if read and result.had_model and not result.rebuilt:
         score = cmd("score")
