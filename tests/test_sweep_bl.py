@@ -146,3 +146,28 @@ def test_set_says_a_preset_already_matched_and_that_one_expert_is_no_mixture():
     run(s, ":set n_experts=1", said)
     assert any(line.startswith("n_experts=1 builds one dense feed-forward, as n_experts=0 does") for line in
                said.notices), said.notices
+
+
+def test_ngram_json_writes_no_share_seen_for_the_uniform_guess():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+
+    s = tiny_session(data="pydoc")
+    result = run(s, ":ngram n=2")
+    rows = json_document(REGISTRY["ngram"], result)["rows"]
+    assert rows[0]["n"] == 0 and rows[0]["seen"] is None  # was 1.0: a guess that reads no context saw none
+    assert 0 < rows[1]["seen"] <= 1
+
+
+def test_ls_json_says_no_steps_left_for_a_checkpoint_that_does_not_load(checkpoint_dir):
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+
+    s = tiny_session()
+    run(s, ":train steps=2")
+    run(s, ":save good")
+    (checkpoint_dir / "broken").mkdir()
+    (checkpoint_dir / "broken" / "checkpoint.json").write_text("{not json")
+    rows = {row["name"]: row for row in json_document(REGISTRY["ls"], run(s, ":ls"))["rows"]}
+    assert rows["broken"]["error"] and rows["broken"]["steps_left"] is None  # was 0: a finished run
+    assert rows["good"]["steps_left"] == 0

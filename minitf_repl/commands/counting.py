@@ -62,7 +62,9 @@ def check_counter(n: int, vocab_size: int, option: str = "counter") -> None:
 class NgramRow:
     n: int  # 0: the uniform guess; else the next token from the n - 1 before it
     contexts: int  # distinct contexts of n - 1 tokens counted in training (0 for the uniform guess)
-    seen: float  # the share of scored validation positions with a whole context whose context was counted (nan: none)
+    # the share of scored validation positions with a whole context whose context was counted (null: none, and for
+    # the uniform guess, which reads no context)
+    seen: float
     train_loss: float  # nats per token on the text it counted
     val_loss: float  # nats per token on the validation text
     bits_per_char: float | None  # val_loss in bits per character of the validation text (a corpus only)

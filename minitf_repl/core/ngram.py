@@ -258,7 +258,7 @@ class Counter:
 
     n: int
     contexts: int  # distinct contexts of n - 1 tokens seen in training (1 for the unigram's empty one)
-    seen: float  # the share of scored validation positions whose context was seen in training
+    seen: float  # the share of scored validation positions whose context was seen in training (nan: no context)
     train_loss: float  # on the text it counted (memory: falls towards 0 as n grows)
     val_loss: float  # on the validation text (what it generalises)
     sample: list[int] | None = None  # ids it wrote after the prompt, when asked
@@ -301,7 +301,7 @@ def count_and_score(data, n: int, max_seq_len: int, prompt: list[int] | None = N
         train, train_counted = train[:rows], train_counted[:rows] if train_counted is not None else None
     train_scored = int(train_counted.sum()) if train_counted is not None else train.shape[0] * (train.shape[1] - 1)
     uniform = math.log(vocab)
-    counters = [Counter(0, 0, 1.0, uniform, uniform)]
+    counters = [Counter(0, 0, math.nan, uniform, uniform)]  # the uniform guess reads no context: none to have seen
     on_train = model.losses(train, train_counted, n)
     done(2)
     on_val = model.losses(val, val_counted, n)

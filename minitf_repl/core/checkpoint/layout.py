@@ -122,8 +122,9 @@ class CheckpointInfo:
     error: str | None = None
     # the step val_loss was measured at: before `step` where a run stopped between two evaluations
     val_step: int | None = None
-    # the steps a stopped run had still to go (`:train` after loading it goes on with them); 0: its run ended
-    steps_left: int = 0
+    # the steps a stopped run had still to go (`:train` after loading it goes on with them); 0: its run ended; None:
+    # not read, a checkpoint that does not load
+    steps_left: int | None = None
     # who wrote it (ORIGINS: "save", "autosave", "kept"); None: a checkpoint of before it was recorded, or unreadable.
     # Rotation moves only autosaves, so one saved by name in an autosave slot holds that slot
     origin: str | None = None
