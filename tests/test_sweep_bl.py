@@ -171,3 +171,14 @@ def test_ls_json_says_no_steps_left_for_a_checkpoint_that_does_not_load(checkpoi
     rows = {row["name"]: row for row in json_document(REGISTRY["ls"], run(s, ":ls"))["rows"]}
     assert rows["broken"]["error"] and rows["broken"]["steps_left"] is None  # was 0: a finished run
     assert rows["good"]["steps_left"] == 0
+
+
+def test_heads_on_an_untrained_model_does_not_say_what_its_text_taught_it():
+    from minitf_repl.session import Session
+
+    s = Session(data_spec="pydoc")  # the default model, as a new user meets it: 4.66 nats against ln V = 4.63
+    result = run(s, ":heads layer=0")
+    out = " ".join(plain(result, 200).split())
+    assert result.untrained and result.first_copy > result.chance + 0.005
+    assert "what its text taught it" not in out, out
+    assert "since its random initial weights spread their bets a little unevenly" in out

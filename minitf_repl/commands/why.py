@@ -717,6 +717,8 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                  "random": "since what it learned of its random training tokens is noise, which costs against "
                            "even odds"}.get(
             result.random_data, "since the model is sure of what its text taught it and random tokens are not that")
+        if result.untrained:  # it was taught nothing: its random initial weights give a distribution a bit off even
+            since = "since its random initial weights spread their bets a little unevenly"
         above = (f"; worse than a uniform guess's {result.chance:.2f}, {since}, so the repeat's gain is read against "
                  "this, not against ln V" if result.first_copy > result.chance + 0.005 else "")
         note(console, f"first copy: {result.first_copy:.2f} nats a token (random: nothing to go on{above}), the "
