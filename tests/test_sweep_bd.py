@@ -301,7 +301,7 @@ def test_a_table_narrowed_past_its_bars_names_them_in_what_it_left_out():
 
     from minitf_repl.render.tables import fitting_table
 
-    console = Console(file=io.StringIO(), width=30, color_system=None)
+    console = Console(file=io.StringIO(), width=30, color_system=None, force_terminal=True)  # a window's words
     rows = [["1", "a rather long key text", "0.123", "████████", "0.456"]]
     table = fitting_table(console, ["j", "key", "q.k_j", "", "|a_ij v_j|"], rows, left=("key", ""),
                           optional=("|a_ij v_j|", "q.k_j", ""))

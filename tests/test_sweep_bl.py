@@ -182,3 +182,22 @@ def test_heads_on_an_untrained_model_does_not_say_what_its_text_taught_it():
     assert result.untrained and result.first_copy > result.chance + 0.005
     assert "what its text taught it" not in out, out
     assert "since its random initial weights spread their bets a little unevenly" in out
+
+
+def test_a_column_left_out_in_a_file_says_how_a_file_gets_it():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.tables import fitting_table
+
+    rows = [["1", "a rather long key text", "0.123"]]
+
+    def caption(**terminal) -> str:
+        console = Console(file=io.StringIO(), width=30, color_system=None, **terminal)
+        return str(fitting_table(console, ["j", "key", "q.k_j and more"], rows, left=("key",),
+                                 optional=("q.k_j and more",)).caption)
+
+    # was "(a wider window shows it)" in a file, where no window is (tables are laid out at 80 columns there)
+    assert caption() == "left out at 30 columns: q.k_j and more (COLUMNS=160 before minitf shows it in a file or a pipe)"
+    assert caption(force_terminal=True) == "left out at 30 columns: q.k_j and more (a wider window shows it)"

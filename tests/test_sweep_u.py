@@ -51,7 +51,7 @@ def test_ngram_says_what_model_below_it_means_only_where_the_column_is_shown():
     assert "model below it" in wide and "model below it:" in " ".join(wide.split())
     said = " ".join(narrow.split())
     assert "model below it:" not in said  # the column was dropped, its note stayed
-    assert "left out at 40 columns:" in said and "model below it (a wider window shows" in said  # named as gone
+    assert "left out at 40 columns:" in said and "model below it (COLUMNS=160 before minitf" in said  # named as gone
 
 
 # --- :gen show=probs at a narrow terminal -----------------------------------------------------------------

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ..palette import terminal_safe
 from . import fmt
-from .words import Words, say
+from .words import Words, on_a_terminal, say
 
 NARROW = 72  # below this many columns, wide tables switch to a stacked layout
 
@@ -60,8 +60,12 @@ def fitting_table(console: Console, names: list[str], rows: list[list], left: tu
             if dropped and say_left_out:
                 # a column without a header is a column of bars (:qkv's a_ij drawn): named so, not as an empty item
                 left_out = [name or "the bars" for name in optional if name in dropped]
-                table.caption = Text(f"left out at {console.width} columns: {', '.join(left_out)} (a wider window "
-                                     f"shows {'it' if len(left_out) == 1 else 'them'})", style="dim")
+                it = "it" if len(left_out) == 1 else "them"
+                # written to a file or a pipe there is no window to widen: the width is COLUMNS's (80 unset)
+                wider = (f"a wider window shows {it}" if on_a_terminal(console) else
+                         f"COLUMNS={max(2 * console.width, 160)} before minitf shows {it} in a file or a pipe")
+                table.caption = Text(f"left out at {console.width} columns: {', '.join(left_out)} ({wider})",
+                                     style="dim")
                 table.caption_justify = "left"
             return table
     return record_table(names, rows, console) if records else table
