@@ -40,7 +40,7 @@ from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
 from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, near_bool, parse_line, prepare_args,
-                      reads_prose, refuse_a_setting, shell_text)
+                      reads_prose, refuse_a_setting, shell_text, undecodable)
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -543,17 +543,13 @@ class _Group(_FlagsUntyped, TyperGroup):
 
 
 def _undecodable(words: list[str]) -> str | None:
-    """The refusal of a command-line word that is not UTF-8 (a file name or a text in another encoding): Python reads
-    each such byte as a lone surrogate, which the vocabulary then listed as '\udcff' (not in the vocabulary, sorted,
-    so in the reverse of the order typed); None where every word reads."""
-    for word in words:
-        raw = [ord(c) - 0xDC00 for c in word if 0xDC80 <= ord(c) <= 0xDCFF]
-        if raw and not any(os.path.lexists(w) for w in (word, word.partition("=")[2]) if w):  # a file's own name
-            # in another encoding is a name all the same (--data, a checkpoint folder): it opens as typed
-            shown = " ".join(f"\\x{b:02x}" for b in raw[:8]) + (" ..." if len(raw) > 8 else "")
-            return (f"a word of the command line is not UTF-8 text (bytes {shown}); give it as UTF-8 text (a "
-                    "terminal set to another encoding sends its characters so: set it to UTF-8)")
-    return None
+    """The refusal of a command-line word that is not UTF-8 (a file name or a text in another encoding); None where
+    every word reads (parsing.undecodable)."""
+    shown = undecodable(words)
+    if shown is None:
+        return None
+    return (f"a word of the command line is not UTF-8 text (bytes {shown}); give it as UTF-8 text (a terminal set to "
+            "another encoding sends its characters so: set it to UTF-8)")
 
 
 def _help_word(args: list[str], commands, options=()) -> list[str]:

@@ -37,7 +37,7 @@ from .core.errors import UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
-from .parsing import CLEAR, parse_line, prepare_args
+from .parsing import CLEAR, parse_line, prepare_args, undecodable
 from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
 from .render.live import same_output
@@ -242,6 +242,11 @@ class FrontDoor:
         """Run one typed line. Returns OK, FAILED, QUIT or EMPTY; never raises (except SystemExit)."""
         if not line.strip():
             return EMPTY
+        if (shown := undecodable(line.split())) is not None:
+            # a terminal's UTF-8 read under a C locale: "2 characters not in the vocabulary: '\udca9' '\udcc3'"
+            self._error(f"the line holds bytes that are not text in this terminal's encoding ({shown}, read as "
+                        f"{sys.stdin.encoding or 'ASCII'}); start minitf under a UTF-8 locale (LC_ALL=C.UTF-8 minitf)")
+            return FAILED
         try:
             with speaking(self.front.syntax):
                 command, args = parse_line(line, self.registry)

@@ -16,6 +16,7 @@ Whole numbers may be written the way people in this field write them: `1000`, `1
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -708,3 +709,15 @@ def _example(param: Param) -> str:
     if param.choices:
         return str(param.choices[0])
     return {int: "10", float: "0.5", bool: "on"}.get(param.type, "NAME")
+
+
+def undecodable(words: list[str]) -> str | None:
+    """The bytes (written \\xNN, in the order typed) of the first word that is not UTF-8 text, or None where every
+    word reads. Python reads each such byte as a lone surrogate (a terminal in another encoding, a C locale), which
+    the vocabulary then listed as '\\udcff': "not in the vocabulary", sorted, so in the reverse of the order typed. A
+    word that names a file as it is (a file's own name in another encoding) is a name all the same: it opens."""
+    for word in words:
+        raw = [ord(c) - 0xDC00 for c in word if 0xDC80 <= ord(c) <= 0xDCFF]
+        if raw and not any(os.path.lexists(w) for w in (word, word.partition("=")[2]) if w):
+            return " ".join(f"\\x{b:02x}" for b in raw[:8]) + (" ..." if len(raw) > 8 else "")
+    return None

@@ -201,3 +201,19 @@ def test_a_column_left_out_in_a_file_says_how_a_file_gets_it():
     # was "(a wider window shows it)" in a file, where no window is (tables are laid out at 80 columns there)
     assert caption() == "left out at 30 columns: q.k_j and more (COLUMNS=160 before minitf shows it in a file or a pipe)"
     assert caption(force_terminal=True) == "left out at 30 columns: q.k_j and more (a wider window shows it)"
+
+
+def test_a_typed_line_of_bytes_the_locale_cannot_read_is_said_as_bytes_in_the_order_typed():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.dispatch import FAILED, FrontDoor
+
+    err = io.StringIO()
+    shell = FrontDoor(tiny_session(), Console(file=io.StringIO()), Console(file=err, width=300))
+    typed = "café".encode().decode("ascii", "surrogateescape")  # a UTF-8 terminal under LC_ALL=C
+    assert shell.run_line(f":gen {typed} n=3") == FAILED
+    said = err.getvalue()
+    # was "2 characters not in the vocabulary: '\\udca9' '\\udcc3'"
+    assert "(\\xc3 \\xa9, read as" in said and "LC_ALL=C.UTF-8 minitf" in said, said
