@@ -217,3 +217,25 @@ def test_a_typed_line_of_bytes_the_locale_cannot_read_is_said_as_bytes_in_the_or
     said = err.getvalue()
     # was "2 characters not in the vocabulary: '\\udca9' '\\udcc3'"
     assert "(\\xc3 \\xa9, read as" in said and "LC_ALL=C.UTF-8 minitf" in said, said
+
+
+def test_weights_trained_elsewhere_train_on_at_the_end_of_a_decay_not_from_a_warm_up(tmp_path):
+    from minitf_repl.dispatch import run_command
+    from minitf_repl.session import Session
+
+    pytest.importorskip("tokenizers")
+    s = Session(data_spec="pydoc")
+    run_command(s, "set", {"n_layers": 1, "d_model": 32, "n_heads": 4, "d_ff": 48, "max_seq_len": 24,
+                           "batch_size": 4})
+    run_command(s, "train", {"steps": 2})
+    run_command(s, "save", {"name": f"hf:{tmp_path / 'out'}"})
+    t = Session(data_spec="pydoc")
+    run_command(t, "load", {"name": f"hf:{tmp_path / 'out'}"})
+    config = t.train_config
+    result = run_command(t, "train", {"steps": 3})
+    # was a warm-up to the peak rate, which shook the folder's weights (val 1.7457 -> 1.8848 in 10 steps)
+    assert result.schedule == "continue" and result.constant_lr == pytest.approx(config.lr * config.min_lr_ratio)
+    assert "the weights from hf:" in " ".join(plain(result, 200).split())
+    u = Session(data_spec="pydoc")
+    run_command(u, "load", {"name": f"hf:{tmp_path / 'out'}"})
+    assert run_command(u, "train", {"steps": 3, "schedule": "new"}).schedule == "new"

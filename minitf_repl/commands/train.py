@@ -88,6 +88,8 @@ class TrainResult:
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
     constant_lr: float | None = None  # the rate a "continue" run holds at every step; None for a "new" one
+    # where the constant rate came from, where no earlier run here gave it: weights trained elsewhere (hf:PATH)
+    constant_from: str | None = field(default=None, metadata={"view_only": True})
     vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
     # this command's history rows, thinned to at most 200, for a chart
     curve: list[dict] = field(default_factory=list, metadata={"json": "list[StepInfo]"})
@@ -356,7 +358,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                 raise
         reporter.notice(f"the run goes on into checkpoint {named}, as its {option('save')} asked")
     step_before = trainer.step
-    schedule, constant_lr = "new", None
+    schedule, constant_lr, constant_from = "new", None, None
     if resumed:
         schedule, constant_lr = ("continue", trainer.run_constant_lr) if trainer.run_constant_lr else ("new", None)
         if constant_lr is not None and constant_lr > train_config.lr * (1 + 1e-6):
@@ -364,12 +366,20 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # it was stopped went unread: it went on at its old rate); a warm-up + cosine run reads lr every step
             constant_lr = trainer.run_constant_lr = train_config.lr
     else:
-        wanted = args["schedule"] or ("continue" if trainer.rate_to_continue() is not None and args["lr"] is None
-                                      else "new")
+        # Weights trained elsewhere (a Hugging Face folder, or a lab checkpoint of one) have no run here to go on from,
+        # and a warm-up to the peak rate shook them as it shook a trained model of the lab's: a model of 1.7457 went
+        # to 1.8848 in 10 steps where its lab checkpoint went to 1.7394. They go on at the end of a run's decay.
+        elsewhere = (trainer.rate_to_continue() is None and session.weights_from is not None and trainer.step == 0
+                     and args["lr"] is None and train_config.lr * train_config.min_lr_ratio > 0)
+        wanted = args["schedule"] or ("continue" if (trainer.rate_to_continue() is not None or elsewhere)
+                                      and args["lr"] is None else "new")
         if wanted == "continue":  # a constant rate: lr= where given with it (the user's word wins), else the last
             # run's final one, never above the lr setting (a :set lr=0.01 after a run at 50 must not go on at 50;
             # the tolerance: the schedule's rounding may leave the final rate 1 ulp above a peak it reached)
-            final = trainer.rate_to_continue() or train_config.lr  # lr= given with schedule=continue: that rate
+            final = trainer.rate_to_continue() or (train_config.lr * train_config.min_lr_ratio if elsewhere else
+                                                   train_config.lr)  # lr= given with schedule=continue: that rate
+            if elsewhere and trainer.rate_to_continue() is None:
+                constant_from = session.weights_from
             capped = final if final <= train_config.lr * (1 + 1e-6) else train_config.lr
             schedule, constant_lr = "continue", args["lr"] if args["lr"] is not None else capped
         left, stopped_steps = trainer.run_remaining, trainer.run_steps
@@ -490,7 +500,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
         moved_aside=moved, moved_files=files, dropped=dropped,
         held_out_only=held_out() if (held_out := getattr(session.data, "held_out_only", None)) else "",
-        schedule=schedule, constant_lr=constant_lr,
+        schedule=schedule, constant_lr=constant_lr, constant_from=constant_from,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         watch_seconds=watched[0] if frames else None,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
@@ -825,7 +835,11 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
                      f"after {count(result.steps, 'step')}: the model has learned almost nothing. "
                      f"{cmd('checks', 'overfit')} says whether it can learn at all (one batch by heart), "
                      f"{cmd('checks')} what else may be wrong", "yellow")
-    if result.schedule == "continue" and result.constant_lr:
+    if result.schedule == "continue" and result.constant_lr and result.constant_from:
+        note(console, f"a constant rate of {result.constant_lr:.2e}, lr x min_lr_ratio, where a run's decay ends: the "
+                      f"weights from {result.constant_from} were trained elsewhere, and a warm-up to the peak rate "
+                      f"would shake what they learned ({cmd('train', schedule='new')} starts a warm-up + cosine)")
+    elif result.schedule == "continue" and result.constant_lr:
         # the rule as the run applied it: `:set lr=` under the last run's final rate caps it, and the line said "the
         # last run's final rate" of a rate that was the setting's
         note(console, f"a constant rate of {result.constant_lr:.2e} (schedule=continue: lr= if given, else the last "
