@@ -239,3 +239,10 @@ def test_weights_trained_elsewhere_train_on_at_the_end_of_a_decay_not_from_a_war
     u = Session(data_spec="pydoc")
     run_command(u, "load", {"name": f"hf:{tmp_path / 'out'}"})
     assert run_command(u, "train", {"steps": 3, "schedule": "new"}).schedule == "new"
+
+
+def test_a_long_whitespace_generation_says_its_shown_part_is_cut():
+    from minitf_repl.commands.generate import only_whitespace
+
+    assert only_whitespace(" " * 200).endswith("…")  # was 80 ␣ and nothing said of the other 120
+    assert not only_whitespace(" " * 3).endswith("…")

@@ -354,7 +354,8 @@ def only_whitespace(text: str) -> str | None:
         return None
     counts = ", ".join(count(text.count(ch), name) for ch, name in
                        ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in text)
-    return f"only whitespace was generated ({counts}): {visible(text[:80])}"
+    # the first 80 drawn, and an ellipsis where more follow (200 spaces drew 80 with nothing said of the rest)
+    return f"only whitespace was generated ({counts}): {visible(text[:80])}{'…' if len(text) > 80 else ''}"
 
 
 @render.register(GenResult)
