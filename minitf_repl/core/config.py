@@ -20,6 +20,7 @@ Keeping this module free of torch lets the shell parse and validate `:set key=va
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ class SettingSpec:
         value as the user typed it, which a refusal quotes (`lr=0` refused as "got 0", not as the float "got 0.0")."""
         name = self.name
         shown = typed if typed is not None else _show(value)
+        value = _plain(value)
         if value is None:
             if self.nullable:
                 return None
@@ -147,6 +149,16 @@ def _g(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
+def _plain(value):
+    """A number of numpy's or torch's (np.int64(128), np.float32(0.1), torch.tensor(65)) as the Python number it holds,
+    anything else as it is: a config is saved as JSON, and a notebook's sizes come from arrays and tensors (they were
+    refused as "must be a whole number, got np.int64(128)"). One value only: a scalar, or an array of shape ()."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    item = getattr(value, "item", None)
+    return item() if callable(item) and getattr(value, "shape", None) == () else value
+
+
 def _show(value) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -176,9 +188,12 @@ class Settings:
     def validate(self) -> None:
         """Every field against its declaration, then the rules that tie fields together."""
         for spec in self.specs():
-            value = spec.check(getattr(self, spec.name))
+            given = getattr(self, spec.name)
+            value = spec.check(given)
             if spec.type is float and isinstance(value, int):
-                object.__setattr__(self, spec.name, float(value))  # 1 means 1.0: store the declared type
+                value = float(value)  # 1 means 1.0: store the declared type
+            if value is not given:  # np.int64(128) stored as 128: what a checkpoint's JSON can hold
+                object.__setattr__(self, spec.name, value)
         self.check_together()
 
     def check_together(self) -> None:
@@ -217,18 +232,74 @@ class Settings:
             out[name] = value
         return out
 
+    @classmethod
+    def close_setting(cls, word: str, exact: bool = False) -> str | None:
+        """The setting a keyword that names none may have meant, as `:set` finds it (registry.close_option): one that
+        declares it a beginner's word for it (meant_by: `heads` for n_heads), with `exact` only that or one of its
+        spellings; else the one setting it begins, else the closest spelling (`n_embed` -> d_model, through n_embd)."""
+        word = word.replace("-", "_").lower()
+        specs = cls.specs()
+        spelled = {spelling: spec.name for spec in specs for spelling in (spec.name, *spec.aliases)}
+        meant = [spec.name for spec in specs if word in spec.meant_by]
+        if meant or exact:
+            return meant[0] if meant else spelled.get(word)
+        begun = {name for spelling, name in spelled.items() if len(word) >= 3 and spelling.startswith(word)}
+        if len(begun) == 1:
+            return begun.pop()
+        close = difflib.get_close_matches(word[:40], list(spelled), n=1, cutoff=0.6)
+        return spelled[close[0]] if close else None
+
+
+# The config classes a Python caller builds by keyword (taking_aliases): where a keyword one refuses may belong.
+_BUILT_BY_KEYWORD: list[type] = []
+
+
+def _unknown_keyword(cls, key: str, value) -> TypeError:
+    """Python's own TypeError for a keyword `cls` takes no setting by, with the help `:set` gives for it: the setting
+    meant (ModelConfig(heads=4): n_heads), or the other config that has it (ModelConfig(lr=1e-3): TrainConfig's)."""
+    shown = _show(_plain(value))
+    own = cls.close_setting(key, exact=True)
+    other = next(((kind, name) for kind in _BUILT_BY_KEYWORD if kind is not cls
+                  for name in [kind.close_setting(key, exact=True)] if name is not None), None)
+    own = own or cls.close_setting(key)
+    if own is not None and other is not None:
+        hint = f"; did you mean {own}? ({key} is a setting of {other[0].__name__})"
+    elif own is not None:
+        hint = f"; did you mean {own}? {cls.__name__}({own}={shown})"
+    elif other is not None:
+        kind, name = other
+        hint = (f"; {key} is a setting of {kind.__name__}:" if name == key else
+                f"; did you mean {kind.__name__}'s {name}?") + f" {kind.__name__}({name}={shown})"
+    else:
+        hint = f"; its settings: {', '.join(spec.name for spec in cls.specs())}"
+    return TypeError(f"{cls.__name__}.__init__() got an unexpected keyword argument {key!r}{hint}")
+
 
 def taking_aliases(cls):
     """A config class whose constructor takes its settings' other spellings too: ModelConfig(block_size=64) is
     ModelConfig(max_seq_len=64), as `:set block_size=64` is (a script written after nanoGPT failed with
-    "unexpected keyword argument 'block_size'")."""
+    "unexpected keyword argument 'block_size'"). A keyword of no setting is still Python's TypeError, with the
+    setting it may have meant, or the config it belongs to (`ModelConfig(lr=1e-3)`: TrainConfig), as `:set` says."""
     init = cls.__init__
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
-        init(self, *args, **cls.spelled(kwargs))
+        given = cls.spelled(kwargs)
+        unknown = next((key for key in given if key not in fields), None)
+        if unknown is not None:
+            raise _unknown_keyword(cls, unknown, given[unknown])
+        try:
+            init(self, *args, **given)
+        except ConfigError as e:
+            # the refusal names settings by their own names: say which of them the caller typed by another
+            typed = [f"{key} is {name}" for key, name in zip(kwargs, given) if key != name]
+            if typed:
+                e.add_note(f"({', '.join(typed)}: the names {cls.__name__} gives them)")
+            raise
 
     cls.__init__ = __init__
+    _BUILT_BY_KEYWORD.append(cls)
     return cls
 
 

@@ -318,8 +318,10 @@ class FeedForward(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         if feed_forward_kind(config).gated:  # make_activation has no swiglu: torch said KeyError: 'swiglu'
+            # the names a user can import: feed_forward and SwiGLU are not exported by minitf_repl
             raise ConfigError(f"FeedForward is the two-matrix FFN, and activation={config.activation} is a gated FFN "
-                              "of three matrices; build it with feed_forward(config) (or SwiGLU(config))")
+                              "of three matrices; build it with feed_forward(config) (from minitf_repl.core.model "
+                              "import feed_forward), or take a block's: TransformerBlock(config).ffn")
         self.activation = config.activation
         self.fc_in = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
         self.act = make_activation(config.activation)
@@ -505,7 +507,7 @@ class MiniTransformerLM(nn.Module):
         if cache is not None:
             self.check_cache(cache, B, T)
         start = cache.length if cache is not None else 0
-        self.check_fits(start + T)
+        self.check_fits(start + T, cached=start)
         x = self.token_embedding(idx)  # (B, T, d_model)
         if self.position_embedding is not None:
             pos = torch.arange(start, start + T, device=idx.device)  # (T,)
@@ -580,11 +582,17 @@ class MiniTransformerLM(nn.Module):
                                 "vocab_size")
         return ids
 
-    def check_fits(self, length: int) -> None:
-        """Positions are absolute: an input (cache included) may not be longer than the context window."""
+    def check_fits(self, length: int, cached: int = 0) -> None:
+        """Positions are absolute: an input (cache included: `cached` of its `length` positions) may not be longer than
+        the context window."""
         if length > self.config.max_seq_len:
-            raise DataError(f"input of {count(length, 'token')} is longer than max_seq_len={self.config.max_seq_len}; "
-                            "shorten it or raise max_seq_len")
+            held = f" ({cached:,} cached + {length - cached:,} new)" if cached else ""
+            # a learned table has max_seq_len rows: a wider window is a new model; other positions compute as far
+            wider = ("build a wider model: MiniTransformerLM(model.config.replace(max_seq_len=N))"
+                     if self.positions.learned else "widen the window: model.set_length(N)")
+            fresh = ", start a fresh cache (model.new_cache())" if cached else ""
+            raise DataError(f"input of {count(length, 'token')}{held} is longer than max_seq_len="
+                            f"{self.config.max_seq_len}; shorten it{fresh}, or {wider}")
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: every position predicts its next token at once (targets of -1 are not counted)."""

@@ -73,8 +73,9 @@ def parameter_owners(model: nn.Module) -> tuple[dict[str, int], dict[str, str]]:
 
 
 def check_token_ids(model: nn.Module, idx) -> torch.Tensor:
-    if not isinstance(idx, torch.Tensor):
-        raise DataError(f"trace needs a tensor of token ids, got {type(idx).__name__}; encode the text first")
+    if not isinstance(idx, torch.Tensor):  # forward's words (a list of ids needs wrapping, not encoding)
+        raise DataError(f"idx must be a tensor of token ids, got {type(idx).__name__}; wrap it: torch.tensor([[...]]) "
+                        "for a batch of one")
     if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         raise DataError(f"token ids must be whole numbers, got dtype {idx.dtype}; pass a LongTensor")
     if idx.dim() == 1:
@@ -83,7 +84,8 @@ def check_token_ids(model: nn.Module, idx) -> torch.Tensor:
         raise DataError(f"token ids must have shape (T,) or (B, T) with T >= 1, got {tuple(idx.shape)}")
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if vocab is not None and (idx.min() < 0 or idx.max() >= vocab):
-        raise DataError(f"token ids must be in 0..{vocab - 1}, got {idx.min().item()}..{idx.max().item()}")
+        raise DataError(f"token ids must be in 0..{vocab - 1}, got {idx.min().item()}..{idx.max().item()}; encode "
+                        "with the tokenizer the model was built for, or build it with a larger vocab_size")
     param = next(model.parameters(), None)
     device = param.device if param is not None else idx.device
     return idx.to(device=device, dtype=torch.long)

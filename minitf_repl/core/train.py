@@ -50,6 +50,11 @@ THREADS_MOVED = ("threads=auto moved torch's CPU thread count during this run (o
                  "differ in their last digits from the same run at a fixed count; threads=N holds the count")
 
 
+# Where good weights come from after weights broke (nan, inf, or too large to read a batch): no rate mends them.
+GOOD_WEIGHTS = ("a new MiniTransformerLM(config), load_model(NAME), or trainer.rollback(saved) to a saved = "
+                "trainer.snapshot() taken before the run that broke them")
+
+
 @dataclass
 class RunSummary:
     steps: int  # steps done by this call
@@ -501,12 +506,12 @@ class Trainer:
                 loss = (loss - aux) * self._target_share + aux
                 cross_entropy = cross_entropy * self._target_share
             shown = cross_entropy if self._ddp is None else distributed.mean(cross_entropy)
-            self._check_finite("loss", shown)
+            self._check_finite("loss", shown, (x, y))
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-            self._check_finite("gradient norm", grad_norm)
+            self._check_finite("gradient norm", grad_norm, (x, y))
         except Exception as e:
             if forward is eager or not is_compile_failure(e):
                 raise
@@ -641,17 +646,54 @@ class Trainer:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
 
-    def _check_finite(self, what: str, value: torch.Tensor) -> None:
+    def _check_finite(self, what: str, value: torch.Tensor, batch: tuple | None = None) -> None:
+        """TrainingDiverged where the step's `what` (its loss, its gradient norm) is not finite: its update is not
+        applied. Where the weights it would have updated are broken themselves (`batch`: the step's x and y, read
+        again by them), that is said instead of the rate alone: a run on a model an earlier run ruined diverged "at
+        step 1" and was told to lower an lr of 1e-06, which no rate mends."""
         if torch.isfinite(value).all():
             return
         self.optimizer.zero_grad(set_to_none=True)
-        lower = self.config.lr / 10
+        lower, n = self.config.lr / 10, self.step + 1
+        broken = self._broken_weights(*batch) if batch is not None else None
+        if broken is not None and self.step == self.run_start:  # no update of this run made them so
+            raise TrainingDiverged(
+                f"the {what} is {value.item()} at step {n}, before any update of this run: the model's weights are "
+                f"broken already, by an earlier run that diverged? ({broken}), and no learning rate mends them. "
+                f"Train from good weights: {GOOD_WEIGHTS}", step=n, what=what, value=value.item())
+        if broken is not None:
+            raise TrainingDiverged(
+                f"the {what} became {value.item()} at step {n}; that update was not applied (the weights are those "
+                f"of step {self.step}), but those are broken too ({broken}). Lower the learning rate (now "
+                f"{self.config.lr:g}, e.g. to {lower:g}) and train again from good weights: {GOOD_WEIGHTS}",
+                step=n, what=what, value=value.item(), fix={"lr": lower})
         raise TrainingDiverged(
-            f"the {what} became {value.item()} at step {self.step + 1}; that update was not applied "
+            f"the {what} became {value.item()} at step {n}; that update was not applied "
             f"(the weights are those of step {self.step}). Lower the learning rate "
             f"(now {self.config.lr:g}, e.g. to {lower:g}) and train again",
-            step=self.step + 1, what=what, value=value.item(), fix={"lr": lower},
+            step=n, what=what, value=value.item(), fix={"lr": lower},
         )
+
+    def _broken_weights(self, x: torch.Tensor, y: torch.Tensor) -> str | None:
+        """Why the model's weights are unusable as they are, or None: a weight that is nan or inf, or a loss or gradient
+        of the step's batch that is not finite computed from them in float32 and eval mode (weights of 1e8 overflow,
+        every one finite). One that only the step's own bfloat16 or dropout made non-finite gives None: the weights
+        are good. A failed step's check only: a forward and backward more, its gradients kept apart (autograd.grad)."""
+        bad = self._non_finite_weight()
+        if bad is not None:
+            return f"they hold {bad}"
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        with evaluating(self.model, keep_last_forward=True):
+            _, loss = self._plain_forward()(x, y)
+            what, value = "loss", loss.detach()
+            if bool(torch.isfinite(value)):
+                grads = [g for g in torch.autograd.grad(loss, params, allow_unused=True) if g is not None]
+                what, value = "gradient norm", torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+        if bool(torch.isfinite(value)):
+            return None
+        largest = max(p.detach().abs().max().item() for p in self.model.parameters())
+        return f"their {what} on this batch is {value.item()} in float32 without dropout; the largest weight is " \
+               f"{largest:.2g}"
 
     def _non_finite_weight(self) -> float | None:
         """A weight that is nan or inf (the first found), or None when every weight is finite."""
@@ -691,7 +733,8 @@ class Trainer:
         raise TrainingDiverged(
             f"the {what} became {value} after the update of step {self.step}, whose loss and gradient were finite; "
             f"the weights are no longer usable. Lower the learning rate (now {self.config.lr:g}, e.g. to "
-            f"{lower:g}) and train again", step=self.step, what=what, value=value, fix={"lr": lower},
+            f"{lower:g}) and train again from good weights: {GOOD_WEIGHTS}", step=self.step, what=what, value=value,
+            fix={"lr": lower},
         )
 
     # --- state for checkpoints and roll-back --------------------------------------------------------

@@ -371,7 +371,7 @@ def checkpoint_path(directory, name: str) -> Path:
         raise path_error(path, e) from None
 
 
-def _held_elsewhere(directory: Path, name: str) -> Path | None:
+def held_elsewhere(directory: Path, name: str) -> Path | None:
     """The folder that holds checkpoint NAME where `directory` does not exist: the default one (./checkpoints,
     $MINITF_CHECKPOINT_DIR), or a folder beside it of a name one letter or so off (`chekpoints`); None if none does."""
     import difflib
@@ -412,7 +412,7 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
         if not directory.exists():
             check_folder_reachable(directory)  # a link to a folder that is gone: no save could write one either
             # a folder mistyped (`--checkpoint-dir chekpoints`) read as an empty one: "save one under that name first"
-            holder = _held_elsewhere(directory, name)
+            holder = held_elsewhere(directory, name)
             fix = (f"{cut_middle(str(holder))} holds one: give that folder as the checkpoint directory" if holder
                    else "check the folder's name, or save one under that name first")
             raise CheckpointError(f"no checkpoint named {name!r} in {directory} (there are none yet: that folder does "

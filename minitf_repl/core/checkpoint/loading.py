@@ -26,7 +26,7 @@ from ..optimizers import group_kind
 from ..sizes import parameter_count
 from ..train import Trainer
 from ..words import count
-from .layout import Checkpoint, MANIFEST, checkpoint_path, damaged
+from .layout import Checkpoint, MANIFEST, checkpoint_path, damaged, held_elsewhere
 from .manifest import HISTORY_LATER, tied_aliases
 from .reads import read_data_file, read_manifest, read_manifest_bytes
 from .values import check_loadable, check_manifest_values  # noqa: F401 (names of this module before)
@@ -569,13 +569,56 @@ def load_model(name: str, directory=None, device="cpu"):
     loads, in eval mode, and the data it trained on (its tokenizer at `data.tokenizer`), or a `VocabOnly` stand-in
     that reads and writes text where that data is gone (checkpoint_data). A model trained in the shell is then
     one line away from Python (`model, data = load_model("autosave")`), which needed three of this module's names."""
-    if directory is None:
-        from ..paths import default_checkpoint_dir
+    from ..paths import default_checkpoint_dir
 
-        directory = default_checkpoint_dir()
-    checkpoint = load_checkpoint(directory, name)
+    folder = default_checkpoint_dir() if directory is None else directory
+    if isinstance(name, str):
+        _check_python_name(name, directory)
+        _check_folder_exists(Path(folder).expanduser(), name)
+    checkpoint = load_checkpoint(folder, name)
     device = resolve_device(device) if isinstance(device, str) else torch.device(device)
     return build_model(checkpoint).to(device).eval(), checkpoint_data(checkpoint)
+
+
+def _check_python_name(name: str, directory) -> None:
+    """load_model's refusal of a path or an hf: folder given as a checkpoint's name, in a script's words: the
+    shell's ("not a valid checkpoint name; use up to 100 ASCII letters...") named neither directory= nor a way on."""
+    if name.startswith("hf:"):
+        raise _hugging_face_folder(name, name[3:])
+    if "/" not in name and not (os.sep in name or (os.altsep and os.altsep in name)):
+        return
+    path = Path(name).expanduser()
+    if _is_file(path / "config.json"):
+        raise _hugging_face_folder(name, name)
+    parent = path.parent if directory is None else Path(directory) / path.parent
+    raise CheckpointError(f"{name!r} is a path, and load_model takes a checkpoint's name and its folder apart: "
+                          f"load_model({path.name!r}, directory={str(parent)!r})")
+
+
+def _hugging_face_folder(name: str, path: str) -> CheckpointError:
+    """A Hugging Face folder given to load_model: what reads one from Python (core.hf; the shell's :load hf:PATH)."""
+    return CheckpointError(f"{name!r} is a Hugging Face folder, and load_model reads this lab's checkpoints by name; "
+                           f"load the folder with: from minitf_repl.core.hf import load_folder; "
+                           f"loaded = load_folder({path!r}) (loaded.model, loaded.tokenizer)")
+
+
+def _check_folder_exists(folder: Path, name: str) -> None:
+    """load_model's refusal of a checkpoint folder that does not exist, naming directory= (the shell's words say
+    "give that folder as the checkpoint directory"): the default one, or a folder beside it spelled alike, holding the
+    name is offered."""
+    if os.path.lexists(folder):  # a link to a folder gone is load_checkpoint's to say
+        return
+    holder = held_elsewhere(folder, name)
+    fix = (f"{holder} holds one: load_model({name!r}, directory={str(holder)!r})" if holder is not None else
+           f"check the folder's name (load_model({name!r}, directory=FOLDER)), or save one under that name first")
+    raise CheckpointError(f"no checkpoint named {name!r} in {folder} (that folder does not exist); {fix}")
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        return False
 
 
 def restore(checkpoint: Checkpoint, data, device="cpu"):
