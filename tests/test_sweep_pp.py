@@ -198,10 +198,10 @@ def python_snippets() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("where, code", python_snippets(), ids=[where for where, _ in python_snippets()])
 def test_every_python_example_in_the_docs_runs_as_written(where, code, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # what an example writes (a ckpt.pt, ./checkpoints) goes there, not into the clone
     if "load_model(" in code:  # a model trained in the shell, loaded by name: one saved where a user's would be
         from test_cli import invoke
 
-        monkeypatch.chdir(tmp_path)
         monkeypatch.delenv("MINITF_CHECKPOINT_DIR", raising=False)  # ./checkpoints, a user's default
         assert invoke("--set", "n_layers=1", "train", "--steps", "2").exit_code == 0
         capsys.readouterr()
