@@ -537,9 +537,14 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
             if spec == "pydoc":
                 trained_under = checkpoint.meta.get("python_version")  # None: saved before the manifest kept it
                 under = f"Python {trained_under}" if trained_under else "the Python the model was trained under"
-                reason += (f": the documentation of this Python, {platform.python_version()}, differs from that of "
-                           f"{under}")
-                fix = f"train it under {f'Python {trained_under}' if trained_under else 'that Python'}, or " + fix
+                if trained_under == platform.python_version():  # "3.11.7 differs from that of Python 3.11.7" was said
+                    # one version, two texts: a build that patches its documentation, or a vocabulary edited by hand
+                    reason += (f", though this is the Python {trained_under} it was trained under (another build of "
+                               "it, whose documentation differs, or a checkpoint edited since)")
+                else:
+                    reason += (f": the documentation of this Python, {platform.python_version()}, differs from that "
+                               f"of {under}")
+                    fix = f"train it under {f'Python {trained_under}' if trained_under else 'that Python'}, or " + fix
             return VocabOnly(name, vocab, spec, reason, fix)
         return VocabOnly(name, vocab, spec, "its vocabulary changed since the checkpoint was saved")
     return data
