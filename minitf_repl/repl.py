@@ -840,6 +840,20 @@ def warn_unsaved(door: FrontDoor, warned: int | None) -> int | None:
     return step
 
 
+# Words a shell's habit types alone at the prompt that name no command here, each with the way minitf does it: read as
+# text, `clear` had 200 characters generated from it with no word of why, where `train` typed so is told of :train.
+SHELL_HABITS = {"clear": "Ctrl-L clears the screen", "cls": "Ctrl-L clears the screen"}
+
+
+def shell_habit(line: str) -> str | None:
+    """What to say after a line that is one of SHELL_HABITS alone, read as the model's text; None for any other line,
+    and for a word the registry has a command or a bare word of, which the dispatcher answers itself."""
+    word = line.strip().lower()
+    if word not in SHELL_HABITS or word in REGISTRY.names() or REGISTRY.bare_word(word) is not None:
+        return None
+    return f"a line without ':' is text for the model to continue; {SHELL_HABITS[word]}"
+
+
 def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] | None = None) -> str:
     """Run what the prompt returned: one line, or several pasted at once, each as if typed.
 
@@ -880,6 +894,8 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] 
         status = door.run_line(line)
         if status == QUIT or door.terminated is not None:
             return status
+        if not door.interrupted and (habit := shell_habit(line)) is not None:  # after its text, as `train`'s hint is
+            say(err_console, habit, "dim")
         left = sum(1 for rest in lines[at + 1:] if rest.strip())
         if door.interrupted and left:
             say(err_console, f"{count(left, 'more pasted line')} not run", "dim")

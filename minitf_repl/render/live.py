@@ -36,6 +36,10 @@ EVALUATION = "val batches"  # how a training run's evaluation is named in its pr
 PROGRESS_LINES_AFTER = 1.0  # seconds a work goes on before its quarters are said as lines (where no bar is drawn)
 FRAME_LEAVES = 12  # lines a watched frame leaves the live display: the loss table's ln(V) line, headings, a few rows,
 # its legend, the bar and the cursor
+BAR_LEAST = 6  # cells a narrow bar keeps beside its labelled numbers; where the labels leave it fewer, they give way
+# said under a watched view that left the loss table no room (80 x 30, watch=attn): the table went unseen the whole
+# run, and nothing said it was there
+TABLE_HIDDEN = "the loss table comes at the end: too few lines for it beside the view"
 
 # (history key, header, narrow header, format, shown on a narrow terminal)
 LOSS_COLUMNS = (
@@ -317,6 +321,19 @@ class CompareTable:
         return table
 
 
+class RunCount(MofNCompleteColumn):
+    """The training bar's count of the run's steps, "run 80/200" where the run goes on from steps the model took
+    before it (the task's field `before`): beside it the loss table counts every step (140), and "80/200" read as
+    that count gone wrong."""
+
+    def render(self, task) -> Text:
+        count = super().render(task)
+        if not task.fields.get("before"):
+            return count
+        shown = count.plain.lstrip()  # the padding that keeps the bar still goes before the word: "run  80/200"
+        return Text(" " * (len(count.plain) - len(shown)) + "run " + shown, style=count.style)
+
+
 class Redrawn:
     """What a live display shows, drawn so that a terminal narrowed under it keeps no rows of the drawing before.
 
@@ -341,6 +358,16 @@ class Redrawn:
 
         lines = console.render_lines(self.renderable, options, pad=False)
         width = options.max_width
+        for _ in range(3):
+            # The terminal narrowed while these lines were laid out (a drawing takes tens of milliseconds on a loaded
+            # machine): written at the old width they wrap, and the rows below would be counted at the old width, so
+            # Live went back over only as many rows as it drew and the rest of the last drawing stayed above this
+            # one. Laid out again for the width now. (A narrowing between this and the write is still missed.)
+            now = min(width, console.width)
+            if now >= width:
+                break
+            width, options = now, options.update_width(now)
+            lines = console.render_lines(self.renderable, options, pad=False)
         if self._drawn is not None and width < self._drawn[0]:
             rows = sum(max(1, -(-length // width)) for length in self._drawn[1])  # each line's rows, reflowed
             extra = rows - len(self._drawn[1])  # Live goes up over as many rows as it drew: these are the others
@@ -416,8 +443,8 @@ class RichReporter(Reporter):
         self._compare: CompareTable | None = None
         self._vocab_size: int | None = None  # of the run training now (on_train_vocab)
         self._words: WordStream | None = None  # streamed text, wrapped at spaces
-        self._bar_narrow: bool | None = None  # the bar's form (_fit_bar); None: no bar of :train or :compare
-        self._bar_columns = self._train_columns  # the columns of the bar shown, for the width now
+        self._bar_form: str | None = None  # the bar's form shown (_fit_bar); None: no bar
+        self._bar_columns = self._train_columns  # the columns of the bar shown, in a form (_bar_form_now)
         self._shown = Redrawn()  # what the live display shows
         self._quarters: dict[str, int] = {}  # a dumb terminal: the quarters of each long work said (on_progress)
         self._progress_began: dict[str, float] = {}  # when each work's first on_progress came
@@ -438,10 +465,8 @@ class RichReporter(Reporter):
         if not self.live:
             return
         self._bar_columns = self._train_columns
-        self._progress = Progress(*self._train_columns(), console=self.console, expand=True)
-        self._bar_narrow = self.console.width < NARROW
         done = start_step if 0 <= start_step <= run_steps else 0
-        self._task = self._progress.add_task("train", total=run_steps, completed=done, loss="-", tps="-")
+        self._new_bar("train", total=run_steps, completed=done, loss="-", tps="-", before=0)
         # the run's steps the bar counts (on_step), which an evaluation's count goes on from
         self._steps_done, self._run_steps = done, run_steps
         self._eval_batches = None  # each run's own (on_evaluate): :set eval_batches may have changed it since
@@ -453,31 +478,57 @@ class RichReporter(Reporter):
         self._live.start()
         self._refresh()
 
-    def _train_columns(self) -> tuple:
-        """The training bar's columns for the console's width now: below NARROW the counter and the loss, which matter
-        most."""
-        if self.console.width < NARROW:
+    def _new_bar(self, description: str, **task) -> None:
+        """A bar of one task, its columns in the form for the width and the task's numbers (_fit_bar)."""
+        self._progress = Progress(console=self.console, expand=True)
+        self._task = self._progress.add_task(description, **task)
+        self._bar_form = ""  # none yet: _fit_bar sets the columns
+        self._fit_bar()
+
+    def _train_columns(self, form: str) -> tuple:
+        """The training bar's columns in `form` (_bar_form_now): narrow, the count and the loss, which matter most,
+        with their labels where they fit ("━━╸━━ 49/150 2.5196" gave a loss with no name). The count is of this run's
+        steps, said "run 80/200" where the model took steps before it (RunCount)."""
+        if form == "bare":
             return BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("{task.fields[loss]}")
-        return (TextColumn("[bold]{task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+        if form == "labelled":
+            return BarColumn(bar_width=None), RunCount(), TextColumn("loss {task.fields[loss]}")
+        return (TextColumn("[bold]{task.description}"), BarColumn(bar_width=None), RunCount(),
                 TextColumn("eta"), TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"),
                 TextColumn("{task.fields[tps]} tok/s"))
 
-    def _labelled_columns(self, label: str | None) -> tuple:
-        """The bar of :compare, :checks, :context or :lrfind for the width now: below NARROW the count and the time
-        left (at 24 columns the wide form cut the count to "35…"). `label` None: the task's description, which the
-        work changes as it goes (:compare's "A val 3/20" during a contender's evaluation)."""
-        if self.console.width < NARROW:
+    def _labelled_columns(self, label: str | None, form: str) -> tuple:
+        """The bar of :compare, :checks, :context or :lrfind in `form`: narrow, the count and the time left (at 24
+        columns the wide form cut the count to "35…"), that time called eta where it fits ("19/80 0:00:13" read as
+        the time spent as well). `label` None: the task's description, which the work changes as it goes
+        (:compare's "A val 3/20" during a contender's evaluation)."""
+        if form == "bare":
             return BarColumn(bar_width=None), MofNCompleteColumn(), TimeRemainingColumn()
+        if form == "labelled":
+            return BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"), TimeRemainingColumn()
         named = TextColumn("[bold]{task.description}") if label is None else TextColumn(f"[bold]{escape(label)}")
         return named, BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"), TimeRemainingColumn()
+
+    def _bar_form_now(self) -> str:
+        """The bar's form for the width now: "wide" from NARROW columns on; below it "labelled" where the numbers
+        with their labels, as the task has them now, leave the bar BAR_LEAST cells, else "bare", the numbers alone
+        and whole."""
+        width = self.console.width
+        if width >= NARROW:
+            return "wide"
+        task = next(task for task in self._progress.tasks if task.id == self._task)
+        texts = [column.render(task) for column in self._bar_columns("labelled") if not isinstance(column, BarColumn)]
+        needed = sum(self.console.measure(text).maximum for text in texts) + len(texts)  # a cell between two columns
+        return "labelled" if needed + BAR_LEAST <= width else "bare"
 
     def _fit_bar(self) -> None:
         """The bar in the form for the width now, asked at each step: a terminal narrowed during the run squeezed
         the wide form to "train ╸ … eta 0…", every number cut."""
-        narrow = self.console.width < NARROW
-        if self._progress is not None and self._bar_narrow is not None and self._bar_narrow != narrow:
-            self._progress.columns = self._bar_columns()
-            self._bar_narrow = narrow
+        if self._progress is None or self._bar_form is None:
+            return
+        if (form := self._bar_form_now()) != self._bar_form:
+            self._progress.columns = self._bar_columns(form)
+            self._bar_form = form
 
     def on_train_vocab(self, vocab_size: int) -> None:
         self._vocab_size = vocab_size  # the table's ln(V) line, from its first row on (as the final table has it)
@@ -512,6 +563,9 @@ class RichReporter(Reporter):
                 alone = Group(frame, self._progress) if frame is not None else None
                 fits = alone is not None and len(self.console.render_lines(alone, pad=False)) <= room
                 view = alone if fits else Group(self._progress)
+                told = Group(frame, Words(Text(TABLE_HIDDEN, style="dim")), self._progress)
+                if fits and len(self.console.render_lines(told, pad=False)) <= room:  # the table unseen, said so
+                    view = told
         return view
 
     def _refresh(self) -> None:
@@ -548,12 +602,14 @@ class RichReporter(Reporter):
             say(self.console, progress_line(info))
         if self._progress is None:
             return
-        self._fit_bar()
         self._steps_done, self._run_steps = info.run_step, info.run_steps
+        # the steps before this run, which make the bar's count "run 80/200" (a caller may give the run's alone)
+        before = getattr(info, "step", info.run_step) - info.run_step
         self._progress.update(
             self._task, completed=info.run_step, total=info.run_steps, description="train",
-            loss=f"{info.train_loss:.4f}", tps=f"{info.tokens_per_second:,.0f}",
+            loss=f"{info.train_loss:.4f}", tps=f"{info.tokens_per_second:,.0f}", before=before,
         )
+        self._fit_bar()  # for the numbers now: a continued run's "run " is wider
         if info.val_loss is not None:
             row = {
                 "step": info.step, "train_loss": info.train_loss, "val_loss": info.val_loss, "val_bpc": info.val_bpc,
@@ -575,10 +631,8 @@ class RichReporter(Reporter):
         # The bar counts every training step of every contender and seed (on_compare_step), so it
         # moves, and Rich can estimate the time left, between evaluations too: moved only at
         # evaluations it showed no ETA (fewer than two samples in Rich's speed window).
-        self._bar_columns = lambda: self._labelled_columns(None)  # "compare", or the evaluation under way
-        self._progress = Progress(*self._bar_columns(), console=self.console, expand=True)
-        self._bar_narrow = self.console.width < NARROW
-        self._task = self._progress.add_task("compare", total=len(labels) * seeds * steps, completed=0)
+        self._bar_columns = lambda form: self._labelled_columns(None, form)  # "compare", or the evaluation under way
+        self._new_bar("compare", total=len(labels) * seeds * steps, completed=0)
         self._shown = Redrawn(Group(self._compare, self._progress))
         self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=4)
         self._live.start()
@@ -631,18 +685,16 @@ class RichReporter(Reporter):
         if not self.live:
             return
         if self._progress is None:  # the first call draws the bar, labelled `what`; close() takes it away
-            self._bar_columns = lambda: self._labelled_columns(what)
-            self._progress = Progress(*self._bar_columns(), console=self.console, expand=True)
-            self._bar_narrow = self.console.width < NARROW
-            self._task = self._progress.add_task(what, total=total, completed=0)
+            self._bar_columns = lambda form: self._labelled_columns(what, form)
+            self._new_bar(what, total=total, completed=0)
             self._bar_label = what
             self._shown = Redrawn(self._progress)
             self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=4)
             self._live.start()
         elif self._bar_label not in (None, what):  # another part of the work (:checks: causal, then training)
             self._bar_label = what
-            self._bar_columns = lambda: self._labelled_columns(what)
-            self._progress.columns = self._bar_columns()
+            self._bar_columns = lambda form: self._labelled_columns(what, form)
+            self._progress.columns = self._bar_columns(self._bar_form)
             self._progress.reset(self._task, total=total, completed=0, description=what)
         self._fit_bar()
         self._progress.update(self._task, completed=done, total=total)
