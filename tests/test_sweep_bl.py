@@ -270,3 +270,24 @@ def test_a_pydoc_model_whose_text_differs_under_the_same_python_does_not_say_the
     # was "the documentation of this Python, 3.11.7, differs from that of Python 3.11.7"
     assert "differs from that of" not in message and "train it under" not in message, message
     assert f"though this is the Python {platform.python_version()} it was trained under" in message, message
+
+
+@pytest.mark.parametrize("cls, key, said", [
+    ("ModelConfig", "batch_size", "batch_size is a setting of TrainConfig: TrainConfig(batch_size=1)"),
+    ("TrainConfig", "vocab_size", "vocab_size is a setting of ModelConfig: ModelConfig(vocab_size=1)"),
+    ("GenConfig", "max_seq_len", "max_seq_len is a setting of ModelConfig: ModelConfig(max_seq_len=1)"),
+    ("GenConfig", "seed", "did you mean gen_seed? (seed is a setting of TrainConfig)"),
+])
+def test_another_configs_very_setting_beats_a_spelling_alike_of_its_own(cls, key, said):
+    import minitf_repl
+
+    with pytest.raises(TypeError) as e:
+        getattr(minitf_repl, cls)(**{key: 1})
+    assert str(e.value).endswith(said), str(e.value)  # was "did you mean max_seq_len?" for batch_size
+
+
+def test_a_numpy_float64_is_kept_as_a_python_float():
+    np = pytest.importorskip("numpy")
+    from minitf_repl import TrainConfig
+
+    assert type(TrainConfig(weight_decay=np.float64(0.1)).weight_decay) is float

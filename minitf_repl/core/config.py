@@ -153,8 +153,10 @@ def _plain(value):
     """A number of numpy's or torch's (np.int64(128), np.float32(0.1), torch.tensor(65)) as the Python number it holds,
     anything else as it is: a config is saved as JSON, and a notebook's sizes come from arrays and tensors (they were
     refused as "must be a whole number, got np.int64(128)"). One value only: a scalar, or an array of shape ()."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or type(value) in (bool, int, float, str):
         return value
+    if isinstance(value, float):  # np.float64 is a float, but is kept as numpy's (and np.float32 is not one)
+        return float(value)
     item = getattr(value, "item", None)
     return item() if callable(item) and getattr(value, "shape", None) == () else value
 
@@ -261,7 +263,10 @@ def _unknown_keyword(cls, key: str, value) -> TypeError:
     own = cls.close_setting(key, exact=True)
     other = next(((kind, name) for kind in _BUILT_BY_KEYWORD if kind is not cls
                   for name in [kind.close_setting(key, exact=True)] if name is not None), None)
-    own = own or cls.close_setting(key)
+    # a near name of its own only where it holds the key (seed in gen_seed): another config's very name beats a
+    # spelling alike (ModelConfig(batch_size=8) was asked "did you mean max_seq_len?")
+    near = cls.close_setting(key)
+    own = own or (near if other is None or (near is not None and key in near) else None)
     if own is not None and other is not None:
         hint = f"; did you mean {own}? ({key} is a setting of {other[0].__name__})"
     elif own is not None:
@@ -294,7 +299,7 @@ def taking_aliases(cls):
         except ConfigError as e:
             # the refusal names settings by their own names: say which of them the caller typed by another
             typed = [f"{key} is {name}" for key, name in zip(kwargs, given) if key != name]
-            if typed:
+            if typed and hasattr(e, "add_note"):  # BaseException.add_note is Python 3.11's; 3.10 says the names
                 e.add_note(f"({', '.join(typed)}: the names {cls.__name__} gives them)")
             raise
 
@@ -535,8 +540,8 @@ class TrainConfig(Settings):
     # moved with it, which its help did not say
     # the same seed repeats a run's numbers at the same thread count only (threads=auto reads the machine's load)
     seed: int = setting(1337, "seed of the initial weights, the batch order and the validation batches; on a CPU, "
-                        "another thread count sums floats in another order, which moves the last digits (threads=N "
-                        "fixes it)", low=0, limit=2**63 - 1)
+                        "another thread count sums floats in another order, which moves the last digits (the shell's "
+                        "threads=N fixes it; in Python, torch.set_num_threads(N))", low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
                          "optimizer state stay float32); auto: bfloat16 where the device multiplies it natively (a "

@@ -659,7 +659,7 @@ class Trainer:
         if broken is not None and self.step == self.run_start:  # no update of this run made them so
             raise TrainingDiverged(
                 f"the {what} is {value.item()} at step {n}, before any update of this run: the model's weights are "
-                f"broken already, by an earlier run that diverged? ({broken}), and no learning rate mends them. "
+                f"broken already ({broken}), likely by an earlier run that diverged, and no learning rate mends them. "
                 f"Train from good weights: {GOOD_WEIGHTS}", step=n, what=what, value=value.item())
         if broken is not None:
             raise TrainingDiverged(
