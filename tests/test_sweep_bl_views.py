@@ -176,3 +176,17 @@ def test_muon_on_an_adamw_session_says_whose_rate_the_step_is_at():
     assert (f"lr = {result.step.lr:g} is Muon's recipe's rate, the one :set optimizer=muon would train at; this "
             f"session's adamw trains at lr = {adamw_lr:g}, its own recipe's") in out, out
     assert "its own recipe's" not in " ".join(plain(run(tiny_session(), ":muon"), 200).split())
+
+
+def test_a_spark_line_that_averages_its_values_labels_the_bars_not_the_values():
+    from minitf_repl.commands.worked import spark_scale
+    from minitf_repl.render.chart import spark, spark_bins
+
+    values = [1.0] * 60 + [10.0] + [1.0] * 3  # 64 values in 8 bars: the 10 is averaged with its neighbours
+    means = spark_bins(values, 8)
+    assert len(means) == 8 and max(means) < 10 and spark(values, 8)[-1] == "█"  # the full bar is the largest mean
+    said = spark_scale(values, 8)
+    # was "bars from 0 to 10.00", 10 never drawn as a full bar
+    assert said.startswith(f"bars from 0 to {max(means):.2f}, each the mean of about 8 values; they run from 1.00 to "
+                           "10.00"), said
+    assert spark_scale(values[:8], 8) == "bars from 0 to 1.00, the least 1.00"

@@ -184,8 +184,8 @@ def render_grad(result: GradResult, console: Console) -> None:
         rows.append([block, s.part, g(s.arrives), skip, back, cos, g(s.leaves)])
     rows.append([Text("h_0", style="cyan"), "", "", "", "", "", embed])
     # post-norm's part comes back through f from g_s, the norm's output, as the line above writes it: J_f^T g_s
-    back = "|J^T g'| back" if pre or not result.residual else "|J_f^T g_s| back"
-    names = ["block", "f", "|g'| arrives", "|skip|", back, "cos", "|dL/dh| leaves"]
+    back_title = "|J^T g'| back" if pre or not result.residual else "|J_f^T g_s| back"
+    names = ["block", "f", "|g'| arrives", "|skip|", back_title, "cos", "|dL/dh| leaves"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
     h_0 = "x" if result.position_table is None else "x + p"
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
@@ -231,7 +231,7 @@ def render_grad(result: GradResult, console: Console) -> None:
         read = ("read by every prediction from t on" if result.causal else
                 "read by every prediction: without the causal mask every prediction reads it")
         note(console, f"|dL/dh_0[t]| for t = 0..{T - 1}: {spark(result.positions, width)} "
-                      f"({spark_scale(result.positions, fmt.gradient)}; position t's vector is {read})")
+                      f"({spark_scale(result.positions, width, fmt.gradient)}; position t's vector is {read})")
     _parameters(result, console)
     check = result.check
     if check is not None:
@@ -399,8 +399,9 @@ def render_muon(result: MuonResult, console: Console) -> None:
                  f"{ahead}: |u| = {m.update:.4g}")
     S = m.singular
     width = max(8, min(len(S), console.width - 60))
-    say(console, f"u = U S V^T: {len(S)} singular values {spark(S, width)} ("
-                 f"{spark_scale(S, lambda v: f'{v:.2g}')}); the {m.top} largest carry {m.u_top_share:.0%} of |u|^2")
+    scale = spark_scale(S, width, lambda v: f"{v:.2g}")
+    say(console, f"u = U S V^T: {len(S)} singular values {spark(S, width)} ({scale}); the {m.top} largest carry "
+                 f"{m.u_top_share:.0%} of |u|^2")
     a, b, c = m.coefficients
     say(console, f"Newton-Schulz: X_0 = u / |u|, then {len(m.steps) - 1} times X <- aX + (b XX^T + c (XX^T)^2) X, "
                  f"(a, b, c) = ({a:g}, {b:g}, {c:g})")

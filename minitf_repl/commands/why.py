@@ -708,7 +708,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
     if result.losses:
         width = max(8, min(64, console.width - 30))
         say(console, f"loss by position {spark(result.losses, width)} "
-                     f"{spark_scale(result.losses, lambda v: f'{v:.2f} nats')} (chance ln V = {result.chance:.2f})")
+                     f"{spark_scale(result.losses, width, lambda v: f'{v:.2f} nats')} (chance ln V = {result.chance:.2f})")
     if result.first_copy is not None:
         # above ln V: "nothing to go on" read as a contradiction beside a loss worse than guessing (6.95 against 4.63)
         # why, by what it trained on: on `:data repeat` "what its text taught it" was random tokens too
@@ -717,7 +717,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                  "random": "since what it learned of its random training tokens is noise, which costs against "
                            "even odds"}.get(
             result.random_data, "since the model is sure of what its text taught it and random tokens are not that")
-        if result.untrained:  # it was taught nothing: its random initial weights give a distribution a bit off even
+        if result.untrained:  # taught nothing: its random initial weights give odds a little off even
             since = "since its random initial weights spread their bets a little unevenly"
         above = (f"; worse than a uniform guess's {result.chance:.2f}, {since}, so the repeat's gain is read against "
                  "this, not against ln V" if result.first_copy > result.chance + 0.005 else "")

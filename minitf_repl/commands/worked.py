@@ -25,7 +25,7 @@ from ..core.words import count, quoted_chars, quoted_end
 from ..palette import quoted, visible
 from ..registry import Param
 from ..render import fmt
-from ..render.chart import spark
+from ..render.chart import spark, spark_bins
 from ..render.renderers import render
 from ..render.tables import fitting_table, shown_columns
 from ..render.words import note, say
@@ -72,10 +72,16 @@ def rounding(difference: float, ablations: list[str]) -> str:
     return "more than rounding: an ablation changes the model's own" if ablations else "more than rounding"
 
 
-def spark_scale(values: list[float], show=lambda v: f"{v:.2f}") -> str:
-    """What a spark line's bars stand for: render.chart.spark draws them from 0 to the largest value, so a label
-    "20.64 to 46.29" read as their bottom and top (20.64 drew as a half-high bar)."""
-    return f"bars from 0 to {show(max(values))}, the least {show(min(values))}"
+def spark_scale(values: list[float], width: int, show=lambda v: f"{v:.2f}") -> str:
+    """What spark(values, width)'s bars stand for: render.chart.spark draws them from 0 to the largest bar, so a label
+    "20.64 to 46.29" read as their bottom and top (20.64 drew as a half-high bar); where the width averages
+    neighbours into one bar, its full bar is the largest mean, not the largest value (128 singular values in 40 bars
+    were labelled with a top 40% above the full bar's)."""
+    means = spark_bins(values, width)
+    if len(means) == len(values):
+        return f"bars from 0 to {show(max(values))}, the least {show(min(values))}"
+    return (f"bars from 0 to {show(max(means))}, each the mean of about {len(values) / len(means):.2g} values; they "
+            f"run from {show(min(values))} to {show(max(values))}")
 
 
 def closing_notes(console: Console, result, untrained: str | None = None, name: str = "") -> None:
@@ -664,8 +670,8 @@ def render_ln(result: LnResult, console: Console) -> None:
     width = max(8, min(len(sizes), console.width - 40))
     if len(sizes) > 1:
         say(console, f"every position t = 0..{len(sizes) - 1} through {n.which}:")
-        say(console, f"  |x_t| {spark(sizes, width)} {spark_scale(sizes)}", hang=8)
-        say(console, f"  |y_t| {spark(outs, width)} {spark_scale(outs)}", hang=8)
+        say(console, f"  |x_t| {spark(sizes, width)} {spark_scale(sizes, width)}", hang=8)
+        say(console, f"  |y_t| {spark(outs, width)} {spark_scale(outs, width)}", hang=8)
         largest = max(range(len(sizes)), key=sizes.__getitem__)
         hats = [p.size_normalised for p in n.positions]
         note(console, f"|x_t| varies {_spread(sizes):.2f}x across the positions (the largest at t = {largest} "

@@ -281,13 +281,22 @@ def bar(fraction: float, cells: int) -> str:
     return "█" * full + (EIGHTHS[part] if part else "")
 
 
+def spark_bins(values: list[float], width: int) -> list[float]:
+    """What each bar of spark(values, width) stands for: the values themselves where they fit, else the means of
+    neighbours, as many as the width has cells."""
+    if not values or width < 1:
+        return []
+    bins = min(len(values), width)
+    return [sum(chunk) / len(chunk) for chunk in
+            (values[k * len(values) // bins:(k + 1) * len(values) // bins] for k in range(bins))]
+
+
 def spark(values: list[float], width: int) -> str:
     """`values` as one line of bar glyphs at most `width` wide (neighbours averaged), scaled from 0 to the largest."""
-    if not values or width < 1:
+    means = spark_bins(values, width)
+    if not means:
         return ""
-    bins = min(len(values), width)
-    means = [sum(chunk) / len(chunk) for chunk in
-             (values[k * len(values) // bins:(k + 1) * len(values) // bins] for k in range(bins))]
+    bins = len(means)
     top = max(means)
     if not math.isfinite(top) or top <= 0:
         return SPARKS[0] * bins
