@@ -15,12 +15,14 @@ dataclass out, errors raised. Tests and `--set`/`--load` use it.
 from __future__ import annotations
 
 import atexit
+import codecs
 import contextlib
 import dataclasses
 import functools
 import json
 import math
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -242,10 +244,14 @@ class FrontDoor:
         """Run one typed line. Returns OK, FAILED, QUIT or EMPTY; never raises (except SystemExit)."""
         if not line.strip():
             return EMPTY
-        if (shown := undecodable(line.split())) is not None:
+        if (shown := undecodable(_words(line))) is not None:
             # a terminal's UTF-8 read under a C locale: "2 characters not in the vocabulary: '\udca9' '\udcc3'"
+            encoding = sys.stdin.encoding or "ascii"
+            utf8 = codecs.lookup(encoding).name == "utf-8"  # then the terminal sends another encoding than UTF-8
+            fix = ("set the terminal to UTF-8 (it sends another encoding)" if utf8 else
+                   "start minitf under a UTF-8 locale (LC_ALL=C.UTF-8 minitf)")
             self._error(f"the line holds bytes that are not text in this terminal's encoding ({shown}, read as "
-                        f"{sys.stdin.encoding or 'ASCII'}); start minitf under a UTF-8 locale (LC_ALL=C.UTF-8 minitf)")
+                        f"{encoding}); {fix}")
             return FAILED
         try:
             with speaking(self.front.syntax):
@@ -436,6 +442,14 @@ class FrontDoor:
             close()
         if getattr(reporter, "streamed", False):
             self.out.print()
+
+
+def _words(line: str) -> list[str]:
+    """A typed line's words as its quotes group them (`:data "café notes.txt"`: one file's name), else at spaces."""
+    try:
+        return shlex.split(line)
+    except ValueError:  # an unclosed quote: the parser says so; the bytes are checked word by word
+        return line.split()
 
 
 def _seen(console: Console) -> bool:

@@ -80,7 +80,6 @@ def test_save_hf_writes_fixed_positions_as_gpt2s_table_holding_them(positions, t
 
     from minitf_repl.dispatch import run_command
     from minitf_repl.session import Session
-    from test_commands import Recorder
 
     transformers = pytest.importorskip("transformers")
     s = Session(data_spec="pydoc")
@@ -203,13 +202,15 @@ def test_a_column_left_out_in_a_file_says_how_a_file_gets_it():
     assert caption(force_terminal=True) == "left out at 30 columns: q.k_j and more (a wider window shows it)"
 
 
-def test_a_typed_line_of_bytes_the_locale_cannot_read_is_said_as_bytes_in_the_order_typed():
+def test_a_typed_line_of_bytes_the_locale_cannot_read_is_said_as_bytes_in_the_order_typed(monkeypatch):
     import io
+    import sys
 
     from rich.console import Console
 
     from minitf_repl.dispatch import FAILED, FrontDoor
 
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))  # LC_ALL=C
     err = io.StringIO()
     shell = FrontDoor(tiny_session(), Console(file=io.StringIO()), Console(file=err, width=300))
     typed = "café".encode().decode("ascii", "surrogateescape")  # a UTF-8 terminal under LC_ALL=C
@@ -291,3 +292,27 @@ def test_a_numpy_float64_is_kept_as_a_python_float():
     from minitf_repl import TrainConfig
 
     assert type(TrainConfig(weight_decay=np.float64(0.1)).weight_decay) is float
+
+
+def test_bytes_from_a_terminal_in_another_encoding_under_a_utf8_locale_are_told_to_the_terminal(monkeypatch,
+                                                                                                  tmp_path):
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from minitf_repl.dispatch import FAILED, FrontDoor
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    err = io.StringIO()
+    door = FrontDoor(tiny_session(), Console(file=io.StringIO()), Console(file=err, width=300))
+    latin1 = b"caf\xe9".decode("utf-8", "surrogateescape")  # a Latin-1 terminal's é
+    assert door.run_line(f":gen {latin1} n=3") == FAILED
+    said = err.getvalue()
+    assert "set the terminal to UTF-8" in said and "LC_ALL" not in said, said  # was: the locale it already runs in
+    named = tmp_path / f"{latin1} notes.txt"  # a file's own name, quoted: it opens as typed, not refused as bytes
+    named.write_bytes(b"hello world " * 200)
+    monkeypatch.chdir(tmp_path)
+    err.truncate(0)
+    door.run_line(f':data "{named.name}"')
+    assert "not text in this terminal's encoding" not in err.getvalue(), err.getvalue()
