@@ -128,6 +128,14 @@ def test_a_presets_head_grouping_follows_a_new_head_count():
     assert s.model_config.n_kv_heads == 2 and result.changed["n_kv_heads"] == (4, 2)
     assert any("n_kv_heads follows n_heads as the preset llama groups them (2 query heads to each key/value head)"
                in line for line in said.notices), said.notices
+    assert any(line.endswith(":set n_kv_heads=4 keeps 4") for line in said.notices), said.notices  # runs as pasted
+    odd = Recorder()
+    t = tiny_session()
+    run(t, ":set d_model=48 preset=llama n_heads=4")
+    run(t, ":set n_heads=3", odd)
+    assert t.model_config.n_kv_heads is None
+    assert any("3 heads do not go 2 to a key/value head, so this is plain multi-head attention" in line
+               for line in odd.notices), odd.notices  # was "groups them (2 query heads to each key/value head)"
     run(s, ":set n_kv_heads=4")  # set by hand: no preset groups it so, and a new head count leaves it
     run(s, ":set n_heads=8")
     assert s.model_config.n_kv_heads == 4

@@ -64,7 +64,7 @@ def test_set_explains_nanogpts_lr_decay_iters_and_min_lr():
     assert "eval_batches" not in str(e.value) and "steps" in str(e.value) and "whole run" in str(e.value)
     with pytest.raises(UsageError) as e:
         run(tiny_session(), ":set min_lr=0.0001")
-    assert "min_lr_ratio=<min_lr / lr>" in str(e.value) and "share of the peak rate" in str(e.value)
+    assert "min_lr_ratio is min_lr / lr" in str(e.value) and "share of the peak rate" in str(e.value)
 
 
 # --- 5. the live bar during the evaluation after the last step ----------------------------------------------------

@@ -285,7 +285,7 @@ def test_quantize_at_30_columns_names_each_row_whole():
         console = narrow_console(width)
         render(result, console)
         shown = " ".join(console.file.getvalue().split())
-        assert "weights (saved)" in shown and "val loss" in shown, shown  # were "we…", "(s…", "lo…" at 30 columns
+        assert "weights (torch.save)" in shown and "val loss" in shown, shown  # were "we…", "(s…", "lo…" at 30 columns
         assert "…" not in shown
 
 

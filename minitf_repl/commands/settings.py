@@ -352,13 +352,13 @@ def _fixed_elsewhere() -> str:
 
 
 def _decay_length_elsewhere() -> str:
-    return (f"the cosine decays over the whole run, to its last step: nanoGPT's lr_decay_iters is steps here (as its "
-            f"max_iters is), {cmd('set', steps='N')}, and the rate ends at lr x min_lr_ratio")
+    return ("the cosine decays over the whole run, to its last step: nanoGPT's lr_decay_iters is steps here (as its "
+            f"max_iters is), and the rate ends at lr x min_lr_ratio; {cmd('set', 'steps')} shows the run's length")
 
 
 def _floor_elsewhere() -> str:
     # nanoGPT's min_lr is a rate; min_lr_ratio, which a prefix match offered without a word, is a share of the peak
-    return (f"the cosine's floor is a share of the peak rate here, not a rate: min_lr_ratio=<min_lr / lr> (nanoGPT's "
+    return ("the cosine's floor is a share of the peak rate here, not a rate: min_lr_ratio is min_lr / lr (nanoGPT's "
             f"min_lr=6e-5 at learning_rate=6e-4 is min_lr_ratio=0.1; {cmd('set', 'lr')} shows the peak rate)")
 
 
@@ -449,9 +449,16 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if "n_kv_heads" in changed and "n_kv_heads" not in given and "preset" not in given:  # kv_heads_following's
         from ..core.config import PRESET_KV_GROUP, matching_preset
 
-        preset = matching_preset(current[ModelConfig])
-        reporter.notice(f"n_kv_heads follows n_heads as the preset {preset} groups them ({PRESET_KV_GROUP[preset]} "
-                        f"query heads to each key/value head); {cmd('set', n_kv_heads='N')} sets it by hand")
+        preset, group = matching_preset(current[ModelConfig]), PRESET_KV_GROUP[matching_preset(current[ModelConfig])]
+        heads, old = model.n_heads, current[ModelConfig].n_kv_heads
+        if model.n_kv_heads is None:  # an odd count: the preset's grouping does not pair it up (preset_changes)
+            reporter.notice(f"n_kv_heads follows n_heads as the preset {preset} has it: {heads} heads do not go "
+                            f"{group} to a key/value head, so this is plain multi-head attention")
+        else:  # the way back by hand: the old count where it divides the new one, else a key/value head each
+            by_hand = (f"{cmd('set', n_kv_heads=old)} keeps {old}" if old and heads % old == 0 else
+                       f"{cmd('set', n_kv_heads=heads)} gives each query head its own")
+            reporter.notice(f"n_kv_heads follows n_heads as the preset {preset} groups them ({group} query heads to "
+                            f"each key/value head); {by_hand}")
     had_model = session.has_model
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
     lost: list[str] = []  # told once the new model stands: a Ctrl-C during the build keeps the old one

@@ -269,7 +269,9 @@ def _quantize_table(m: QuantizeMeasure, narrow: bool) -> Table:
     for header in ("", "float32", "int8", "change"):
         table.add_column(header, justify="right" if header else "left", no_wrap=bool(header))
     ratio = f"{m.bytes_after / m.bytes_before:.2f}x" if m.bytes_before else "-"
-    add_row(table, "weights (saved)", fmt.size(m.bytes_before), fmt.size(m.bytes_after), ratio)
+    # the bytes of torch.save(state_dict), which an int8 copy can be written as: "saved" read as the size of the lab's
+    # own checkpoint (safetensors, float32 alone), a third number beside :ls's and :params'
+    add_row(table, "weights (torch.save)", fmt.size(m.bytes_before), fmt.size(m.bytes_after), ratio)
     speed = f"{m.tokens_per_second_after / m.tokens_per_second_before:.2f}x" if m.tokens_per_second_before else "-"
     add_row(table, f"tokens/s ({m.n_tokens}, greedy{'' if m.cache else ', cache off'})",
             fmt.rate(m.tokens_per_second_before),

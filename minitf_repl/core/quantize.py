@@ -88,7 +88,7 @@ class Int8Linear(nn.Module):
 class QuantizeMeasure:
     """The float model and its int8 copy, side by side (both on the CPU)."""
 
-    bytes_before: int  # the saved state dict of the float model (the tied embedding/head matrix once)
+    bytes_before: int  # torch.save of the float model's state dict (the tied embedding/head matrix once)
     bytes_after: int  # the same for the int8 copy
     linear_layers: int  # Linear layers now int8
     n_tokens: int  # tokens generated for each timing (greedy, from the same prompt)
@@ -124,7 +124,8 @@ def quantize_for_sampling(model: nn.Module) -> nn.Module:
 
 
 def state_dict_bytes(model: nn.Module) -> int:
-    """Bytes of `torch.save(model.state_dict())`: what a checkpoint of these weights would take."""
+    """Bytes of `torch.save(model.state_dict())`: what these weights take written so (an int8 copy too; the lab's own
+    checkpoints hold float32 weights in safetensors, a few hundred bytes apart)."""
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)
     return buffer.tell()
