@@ -19,7 +19,7 @@ from rich.text import Text
 from ..core import distributed
 from ..core.config import ModelConfig
 from ..core.errors import CheckpointError, UsageError, UserError
-from ..core.words import count
+from ..core.words import count, quoted_end
 from ..registry import Param, clip
 from ..render import fmt
 from ..render.renderers import render
@@ -484,10 +484,20 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
     return LoadResult(
         name=spec, path=os.path.abspath(loaded.path), step=0, data_spec=data_spec, val_loss=None,
         model_config=model.config.to_dict(), run_remaining=0, n_params=model.num_parameters(), saved_at=None,
-        data_missing=data_missing, architecture=loaded.model_type, tokenizer=tokenizer.describe(),
+        data_missing=data_missing, architecture=loaded.model_type, tokenizer=_with_unused_rows(tokenizer),
         context=loaded.context, model_changed=_changed(model_before, session.model_config, in_place=True),
         kept=kept, kept_step=kept_step if kept else None, kept_why=kept_why if kept else None,
     )
+
+
+def _with_unused_rows(tokenizer) -> str:
+    """The tokenizer in words, with the embedding's rows past its own tokens where the model has more (a size rounded
+    up): "400 tokens" alone hid that 100 of them are no text's, which :step then lists as <unused N>."""
+    own = getattr(tokenizer, "own_size", tokenizer.vocab_size)
+    if own >= tokenizer.vocab_size:
+        return tokenizer.describe()
+    return (f"{tokenizer.describe()}: {own:,} of the tokenizer's own, and {count(tokenizer.vocab_size - own, 'row')} "
+            "of the embedding past them that no text reads (<unused N> in the views)")
 
 
 def _text_read_by(session: Session, tokenizer, max_seq_len: int):
@@ -617,6 +627,9 @@ def render_load(result: LoadResult, console: Console) -> None:
 class ParityLayer:
     layer: str  # "embed", "blocks.0", ...: the residual stream after it
     max_abs_diff: float  # max |lab - transformers| over every position and feature
+    # max |lab - transformers| / max(1, |transformers|), feature by feature: the layer agrees where it is at most the
+    # tolerance, float32's rounding growing with the value; None: not measured (max_abs_diff bounds it)
+    max_rel_diff: float | None = None
 
 
 @dataclass
@@ -626,10 +639,12 @@ class ParityResult:
     prompt: str
     n_tokens: int
     max_logit_diff: float  # max |lab - transformers| over every position's logits
-    tolerance: float
+    tolerance: float  # the largest relative difference taken as equal (ParityLayer.max_rel_diff)
     layers: list[ParityLayer]
     first_diverging: str | None  # the first layer whose difference exceeds the tolerance; None: none does
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the lab's model is without them
+    # the logits' difference relative as max_rel_diff's is; None: not measured (max_logit_diff bounds it)
+    max_logit_rel_diff: float | None = None
 
 
 @command("parity", "Compare the model with transformers reading a folder: logits and each layer's residual stream.",
@@ -637,8 +652,9 @@ class ParityResult:
     Param("path", str, help="hf:PATH, the Hugging Face folder to compare with (:load hf:PATH loads it here first)",
           positional=True, path=True, browse="hf"),
     Param("prompt", str, help="the text both models read (default: a short sample of the data)", meta="TEXT"),
-    Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
-], json_version=2, guide="real-models.md#checking-against-the-reference-parity-hfpath")  # fmt: skip
+    Param("tolerance", float, help="the largest difference taken as equal, relative to the value (|diff| / max(1, "
+          "|value|)), in (0, 1] (default 1e-4)"),
+], json_version=3, guide="real-models.md#checking-against-the-reference-parity-hfpath")  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
     from ..core.paths import cache_revision, hf_path  # torch-free: the errors up to "no model" are one line without
     # torch
@@ -701,8 +717,9 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
         raise CheckpointError(f"{e.problem}; {fix}") from None
     return ParityResult(
         path=os.path.abspath(folder.expanduser()), architecture=result.model_type, prompt=prompt, n_tokens=len(ids),
-        max_logit_diff=result.max_logit_diff, tolerance=tolerance,
-        layers=[ParityLayer(name, diff) for name, diff in result.layers], first_diverging=result.first_diverging,
+        max_logit_diff=result.max_logit_diff, max_logit_rel_diff=result.max_logit_rel_diff, tolerance=tolerance,
+        layers=[ParityLayer(name, diff, size) for name, diff, size in result.layers],
+        first_diverging=result.first_diverging,
         ablations=switched_off(session),
     )
 
@@ -710,26 +727,44 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
 @render.register(ParityResult)
 def render_parity(result: ParityResult, console: Console) -> None:
     say(console, f"the lab's model against transformers ({result.architecture}, {result.path}) on "
-                 f"{count(result.n_tokens, 'token')}", "bold")
-    note(console, "max |lab - transformers| of the residual stream after each layer, every position and feature")
+                 f"{quoted_end(result.prompt, 40)} ({count(result.n_tokens, 'token')})", "bold")
+    note(console, "max |lab - transformers| of the residual stream after each layer, every position and feature; "
+                  "relative: each |diff| / max(1, |h|), as float32's rounding grows with |h|; the same: relative at "
+                  f"most {result.tolerance:g}")
     table = Table(header_style="bold", box=None)
     table.add_column("after")
     table.add_column("max |diff|", justify="right")
+    table.add_column("relative", justify="right")
     table.add_column("")
+
+    def rel(measured: float | None, absolute: float) -> float:  # unmeasured: the absolute difference bounds it
+        return absolute if measured is None else measured
+
+    same = {row.layer: rel(row.max_rel_diff, row.max_abs_diff) <= result.tolerance for row in result.layers}
     for row in result.layers:
-        same = row.max_abs_diff <= result.tolerance
-        add_row(table, row.layer, f"{row.max_abs_diff:.2e}",
-                Text("same" if same else "DIVERGES" if row.layer == result.first_diverging else "differs",
-                     style="green" if same else "bold red"))
+        add_row(table, row.layer, f"{row.max_abs_diff:.2e}", f"{rel(row.max_rel_diff, row.max_abs_diff):.2e}",
+                Text("same" if same[row.layer] else "DIVERGES" if row.layer == result.first_diverging else "differs",
+                     style="green" if same[row.layer] else "bold red"))
     console.print(table)
-    logits = f"logits: max |diff| {result.max_logit_diff:.2e} (tolerance {result.tolerance:g})"
-    if result.first_diverging is None and result.max_logit_diff <= result.tolerance:
+    logit_rel = rel(result.max_logit_rel_diff, result.max_logit_diff)
+    # the relative difference only where it is another number (a largest difference in logits above 1 in size)
+    relative = f", relative {logit_rel:.2e}" if logit_rel != result.max_logit_diff else ""
+    logits = f"logits: max |diff| {result.max_logit_diff:.2e}{relative} (tolerance {result.tolerance:g})"
+    logits_same = logit_rel <= result.tolerance
+    names = [row.layer for row in result.layers]
+    after = result.layers[names.index(result.first_diverging) + 1:] if result.first_diverging in names else []
+    again = [row.layer for row in after if same[row.layer]]
+    if result.first_diverging is None and logits_same:
         say(console, f"{logits}: the same model", "green")
     elif result.first_diverging is None:
         say(console, f"{logits}: the residual streams agree, the head does not (ln_f or lm_head differ)", "red")
-    else:
+    elif not again:
         say(console, f"{logits}: the models part at {result.first_diverging}; every layer after it inherits "
                      "the difference", "red")
+    else:  # a difference the next layers do not carry: said as the rows show it, not as a parting for good
+        agree = f"{again[0]} agrees" if len(again) == 1 else f"{len(again)} of the {len(after)} layers after it agree"
+        say(console, f"{logits}: the models differ at {result.first_diverging}, but {agree} again, so the later layers "
+                     "do not carry that difference on", "green" if logits_same else "red")
     ablation_note(console, result.ablations)
 
 

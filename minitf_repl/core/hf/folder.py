@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import memory
 from ..errors import CheckpointError
-from ..paths import gone_folder
+from ..paths import cache_revision, gone_folder
 from ..words import count
 
 CONFIG = "config.json"
@@ -231,15 +231,23 @@ def _hub_hint(path: Path) -> str:
     if path.is_absolute() or typed.startswith(".") or not HUB_ID.fullmatch(typed):
         return ""
     hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or "~/.cache/huggingface") / "hub")
-    snapshots = hub.expanduser() / f"models--{typed.replace('/', '--')}" / "snapshots"
+    model = hub.expanduser() / f"models--{typed.replace('/', '--')}"
     try:
-        found = sorted((p for p in snapshots.iterdir() if (p / CONFIG).is_file()), key=lambda p: p.stat().st_mtime)
+        found = [p for p in (model / "snapshots").iterdir() if (p / CONFIG).is_file()]
     except OSError:
         found = []
     if found:
-        return f"; {typed} is in the Hugging Face cache: hf:{found[-1]}"
+        return f"; {typed} is in the Hugging Face cache: hf:{_cached(model, found)}"
     return (f"; {typed} reads as a model's name on the Hugging Face Hub, and minitf never downloads one: "
             f"`huggingface-cli download {typed}` does, then give the folder it prints")
+
+
+def _cached(model: Path, snapshots: list[Path]) -> Path:
+    """Of a cache's models--NAME's `snapshots`, the one its refs/main names, as transformers reads the cache (and
+    `hf:models--NAME` loads); the newest where refs/main names none of them. The newest file time alone offered an
+    older revision touched later."""
+    named = cache_revision(model)
+    return named if named in snapshots else max(snapshots, key=lambda p: p.stat().st_mtime)
 
 
 def read_folder(path: Path) -> Folder:
@@ -255,9 +263,12 @@ def read_folder(path: Path) -> Folder:
     except FileNotFoundError:
         inside = folders_inside(path)
         if inside:
-            newest = max(inside, key=lambda p: p.stat().st_mtime)
+            model = path.parent if path.name == "snapshots" else path  # a cache's models--NAME, or its snapshots/
+            newest = _cached(model, inside)
             which = (f"{newest.relative_to(path)} in it has one" if len(inside) == 1 else
-                     f"{len(inside)} folders in it have one (the newest: {newest.relative_to(path)})")
+                     f"{len(inside)} folders in it have one (the "
+                     f"{'one refs/main names' if newest == cache_revision(model) else 'newest'}: "
+                     f"{newest.relative_to(path)})")
             raise CheckpointError(f"{path} has no {CONFIG}, but {which}; give the model's own folder, "
                                   f"e.g. hf:{newest}") from None
         raise CheckpointError(f"{path} has no {CONFIG}; give a Hugging Face model folder (config.json, "
