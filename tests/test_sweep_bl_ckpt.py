@@ -139,7 +139,19 @@ def test_ls_names_the_autosave_slots_a_save_by_name_pins(checkpoint_dir):
     assert listed.pinned == ["autosave-2", "autosave-1"], listed.pinned  # was: no field, they read as earlier runs
     assert {r.name: r.origin for r in listed.rows}["autosave-3"] == "autosave"
     words = plain(listed, width=200)
-    assert "autosave-2 and autosave-1 are not autosaves (saved by name, or not loadable): rotation keeps them" in words
+    assert ("autosave-2 and autosave-1 are not autosaves (saved by name, or kept, or with a manifest that does not "
+            "read): rotation keeps them") in words
+
+
+def test_ls_does_not_call_a_damaged_autosave_pinned_that_rotation_moves(checkpoint_dir):
+    s = tiny_session(steps=2)
+    for _ in range(3):
+        run(s, ":train steps=2 schedule=new")
+    for data in (checkpoint_dir / "autosave-1").glob("*.safetensors"):
+        data.unlink()  # its manifest reads: rotation moves it on as an autosave
+    listed = run(s, ":ls")
+    assert {r.name: r.error is not None for r in listed.rows}["autosave-1"]
+    assert listed.pinned == [], listed.pinned  # was ["autosave-1"]: "rotation keeps it", then it moved
 
 
 # --- 5: a model that has not trained is saved, and said to be random -----------------------------------------------

@@ -794,16 +794,18 @@ def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
 
     rows = list_checkpoints(session.checkpoint_dir)
     return LsResult(rows=rows, directory=str(session.checkpoint_dir), misnamed=misnamed(session.checkpoint_dir),
-                    all=bool(args["all"]), pinned=pinned_slots(rows))
+                    all=bool(args["all"]), pinned=pinned_slots(rows, session.checkpoint_dir))
 
 
-def pinned_slots(rows: list[CheckpointInfo]) -> list[str]:
-    """The autosave slots rotation steps over, newest first: what its manifest says another wrote (a `:save autosave-2`,
-    a model kept before a rebuild), or one that does not load; as core.checkpoint.store._rotate_locked decides (an
-    autosave, or a checkpoint of before `origin` was recorded, is rotation's own)."""
+def pinned_slots(rows: list[CheckpointInfo], directory) -> list[str]:
+    """The autosave slots rotation steps over, in the listing's order: as core.checkpoint.store.rotation_owns reads
+    them (a damaged autosave whose manifest reads moves on; it was said to be pinned)."""
+    from pathlib import Path
+
+    from ..core.checkpoint.store import rotation_owns
+
     slots = {f"{AUTOSAVE_NAME}-{i}" for i in range(1, AUTOSAVES_KEPT + 1)}
-    return [row.name for row in rows if row.name in slots and (row.error is not None or row.origin not in
-                                                                  ("autosave", None))]
+    return [row.name for row in rows if row.name in slots and not rotation_owns(Path(directory) / row.name)]
 
 
 def local_minute(saved_at: str | None) -> str:
@@ -882,7 +884,7 @@ def pinned_note(names: list[str], console: Console) -> None:
     one = len(names) == 1
     shown = ", ".join(names[:-1]) + f" and {names[-1]}" if not one else names[0]
     say(console, f"{shown} {'is' if one else 'are'} not {'an autosave' if one else 'autosaves'} (saved by name, or "
-                 f"not loadable): rotation keeps {'it' if one else 'them'} and steps over "
+                 f"kept, or with a manifest that does not read): rotation keeps {'it' if one else 'them'} and steps over "
                  f"{'its slot' if one else 'their slots'}, so fewer earlier runs stay loadable", "yellow")
 
 

@@ -487,6 +487,13 @@ def origin_kind(path: Path) -> str | None:
     return _LEGACY if origin is None else origin["kind"]
 
 
+def rotation_owns(path: Path) -> bool:
+    """Whether autosave rotation moves the checkpoint at `path` along its slots: an autosave, or one older than
+    `origin`, by its manifest (its data files are not read: a damaged autosave moves on like any other). Any other
+    (a save by name, a model kept before a rebuild, a manifest that does not read) holds its slot."""
+    return origin_kind(path) in ("autosave", _LEGACY)
+
+
 def is_own_autosave(path: Path, session: str | None, run: dict | None = None) -> bool:
     """Whether `path` holds an autosave written by this session (a continued run replaces only that).
 
@@ -561,7 +568,7 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> tuple[str | None, t
         return directory / (name if i == 0 else f"{name}-{i}")
 
     def own(i: int) -> bool:
-        return origin_kind(slot(i)) in ("autosave", _LEGACY)
+        return rotation_owns(slot(i))
 
     blocked = {i for i in range(1, keep + 1) if os.path.lexists(slot(i)) and not own(i)}
     someones = slot(0).is_dir() and not own(0)  # NAME holds a checkpoint (or a folder) rotation did not make
