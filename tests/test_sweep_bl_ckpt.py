@@ -170,3 +170,12 @@ def test_save_after_a_rebuild_says_the_model_has_not_trained(checkpoint_dir):
     heard = Recorder()
     run(trained, ":save b", heard)
     assert not any("not trained yet" in n for n in heard.notices)
+
+
+def test_a_folder_without_its_manifest_gives_both_ways_on_and_the_folders_own(checkpoint_dir):
+    s = tiny_session(steps=1)
+    run(s, ":train")
+    run(s, ":save copied")
+    (checkpoint_dir / "copied" / "checkpoint.json").unlink()  # an interrupted copy
+    error = next(r.error for r in run(s, ":ls").rows if r.name == "copied")
+    assert "save the checkpoint again, or copy it again from where it came, or remove that directory" in error, error

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
 from ..words import count
-from .layout import MANIFEST, MAX_MANIFEST_BYTES, damaged, is_pickle, other_files
+from .layout import MANIFEST, MAX_MANIFEST_BYTES, SAVE_AGAIN, damaged, is_pickle, other_files
 from .manifest import parse_manifest
 
 if TYPE_CHECKING:  # torch is imported where a data file is read, not for a manifest (:ls reads only those)
@@ -119,9 +119,9 @@ def read_manifest(path: Path, exact: bool = True) -> tuple[dict, bytes]:
             others = None
         if others:  # a user's files (notes, a dataset), which :save refuses to write among: never "remove" them
             raise CheckpointError(f"{path} is not a checkpoint (no {MANIFEST}; it holds {others})") from None
-        raise CheckpointError(
-            f"{path} has no {MANIFEST}, so it is not a complete checkpoint; save it again or remove that directory"
-        ) from None
+        # an interrupted copy among them: both ways on (SAVE_AGAIN), and the folder's own way out
+        raise CheckpointError(f"{path} has no {MANIFEST}, so it is not a complete checkpoint; {SAVE_AGAIN}, or "
+                              "remove that directory") from None
     except OSError as e:
         raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
     return parse_manifest(raw, where, exact), raw
