@@ -94,8 +94,8 @@ def test_a_fifo_in_a_checkpoint_fails_fast(tmp_path, trained, which):
 
     out = in_thread(lambda: ckpt.load_checkpoint(tmp_path, "c"), target)
     assert isinstance(out.get("error"), CheckpointError), out
-    assert str(out["error"]) == (f"{target} is not a regular file (a FIFO), so this checkpoint cannot be used; save the "
-                                 "checkpoint again, or copy it again from where it came")
+    assert str(out["error"]) == (f"{target} is not a regular file (a FIFO), so this checkpoint cannot be used; "
+                                 "save the checkpoint again, or copy it again from where it came")
 
     for listing in (lambda: ckpt.list_checkpoints(tmp_path), lambda: [ckpt.checkpoint_info(tmp_path / "c")]):
         out = in_thread(listing, target)

@@ -909,8 +909,8 @@ def test_train_says_when_the_warm_up_takes_the_whole_run():
     t = tiny_session()
     assert warm_up_notes(t, ":compare optimizer=adamw current steps=20")[1] == [
         "warm-up (150 steps) covers optimizer=adamw's whole run (20 steps): the rate rises to lr = 0.003 over its "
-        "first 19 steps, holds it at the last and never decays, so it is compared before its rate has settled; give it warmup_steps=5 among its "
-        "settings, or compare over more steps"]
+        "first 19 steps, holds it at the last and never decays, so it is compared before its rate has settled; give "
+        "it warmup_steps=5 among its settings, or compare over more steps"]
     assert warm_up_notes(t, ":compare optimizer=adamw,warmup_steps=5 current steps=20")[1] == []
     run(t, ":set warmup_steps=150")  # every contender's warm-up covers the comparison: said once
     assert warm_up_notes(t, ":compare current n_layers=2 steps=20")[1] == [

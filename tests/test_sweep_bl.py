@@ -33,10 +33,13 @@ def test_compare_reads_the_noise_from_the_gaps_seed_by_seed_where_contenders_sha
     assert differs(a, b) is True
     assert differs(Evaluation("a", 300, a.val_loss, a.spread), Evaluation("b", 300, b.val_loss, b.spread)) is False
     verdict = compare_verdict([Outcome("a", 10, [a]), Outcome("b", 10, [b])], 3, "val loss")
-    assert "it beats a by more than twice the spread of the gap over the same 3 seeds" in verdict, verdict
+    assert "it beats a on the same 3 seeds, beyond the noise of the gap (paired t-test, 95%)" in verdict, verdict
     # the gap changes sign from seed to seed: noise, though its mean is as large
     c = final("c", [1.95, 2.12, 2.17])
     assert differs(a, c) is False
+    # two seeds whose gaps are 0.02 and 0.01: twice their spread (0.014) is under the mean gap, and two identical
+    # contenders' gaps passed that one time in five; at 2 seeds t = 12.7 asks for a mean over 9 of the gaps' spreads
+    assert differs(final("a", [2.00, 2.10]), final("d", [1.98, 2.09])) is False
     assert "the gap is within the noise of 3 seeds" in compare_verdict([Outcome("a", 10, [a]), Outcome("c", 10, [c])],
                                                                       3, "val loss")
 
@@ -206,7 +209,8 @@ def test_a_column_left_out_in_a_file_says_how_a_file_gets_it():
                                  optional=("q.k_j and more",)).caption)
 
     # was "(a wider window shows it)" in a file, where no window is (tables are laid out at 80 columns there)
-    assert caption() == "left out at 30 columns: q.k_j and more (COLUMNS=160 before minitf shows it in a file or a pipe)"
+    assert caption() == ("left out at 30 columns: q.k_j and more (COLUMNS=160 before minitf shows it in a file or a "
+                         "pipe)")
     assert caption(force_terminal=True) == "left out at 30 columns: q.k_j and more (a wider window shows it)"
 
 
@@ -324,3 +328,19 @@ def test_bytes_from_a_terminal_in_another_encoding_under_a_utf8_locale_are_told_
     err.truncate(0)
     door.run_line(f':data "{named.name}"')
     assert "not text in this terminal's encoding" not in err.getvalue(), err.getvalue()
+
+
+def test_compare_at_two_seeds_says_one_lower_on_both_and_how_to_test_it():
+    from minitf_repl.commands.lab import compare_verdict
+    from minitf_repl.core.compare import Evaluation, Outcome
+
+    def final(label, losses):
+        return Evaluation(label, 300, statistics.fmean(losses), statistics.stdev(losses), losses=losses)
+
+    verdict = compare_verdict([Outcome("seed", 10, [final("seed", [1.50, 1.46])]),
+                               Outcome("modern", 10, [final("modern", [1.37, 1.39])])], 2, "val loss")
+    # was only "within the noise of 2 seeds" of a model 0.10 lower on both
+    assert "it is lower than seed on both seeds (by 0.130 and 0.070), too few for a test at 95%: seeds=3" in verdict
+    mixed = compare_verdict([Outcome("a", 10, [final("a", [1.50, 1.36])]),
+                             Outcome("b", 10, [final("b", [1.37, 1.39])])], 2, "val loss")
+    assert "against a the gap is within the noise of 2 seeds" in mixed and "both seeds" not in mixed

@@ -1,4 +1,4 @@
-"""Hugging Face folders (core/hf), a tester's sweep: :parity's relative tolerance, verdict and prompt, fixed positions."""
+"""Hugging Face folders (core/hf), a tester's sweep: :parity's relative tolerance, verdict, prompt, fixed positions."""
 
 import os
 from pathlib import Path
@@ -80,7 +80,8 @@ def test_parity_verdict_agrees_with_rows_that_agree_again_after_the_first_differ
                              C.ParityLayer("blocks.1", 1e-6, 1e-6), C.ParityLayer("blocks.2", 2e-6, 2e-6)],
                             "blocks.0", max_logit_rel_diff=1e-6)
     text = plain(result)
-    assert "inherits" not in text and "the models differ at blocks.0, but 2 of the 2 layers after it agree again" in text
+    assert "inherits" not in text
+    assert "the models differ at blocks.0, but 2 of the 2 layers after it agree again" in text
     # the rows are judged by the relative difference: 3e-4 at |h| 5 is 6e-5
     result.layers[2] = C.ParityLayer("blocks.1", 3e-4, 6e-5)
     assert "2 of the 2 layers after it agree again" in plain(result)
@@ -88,7 +89,7 @@ def test_parity_verdict_agrees_with_rows_that_agree_again_after_the_first_differ
     assert "blocks.2 agrees again" in plain(result)
 
 
-# --- 2. a model of fixed positions against the folder :save hf: wrote of it --------------------------------------------
+# --- 2. a model of fixed positions against the folder :save hf: wrote of it -------------------------------------------
 @pytest.mark.parametrize("positions", ["sinusoidal", "none"])
 def test_parity_compares_a_fixed_position_model_with_its_learned_table_export(positions, tmp_path):
     s = Session(data_spec="pydoc")
@@ -103,7 +104,7 @@ def test_parity_compares_a_fixed_position_model_with_its_learned_table_export(po
         run_command(s, "parity", {"path": f"hf:{tmp_path / 'out'}"})
 
 
-# --- 3. the cache's snapshot is the one refs/main names ----------------------------------------------------------------
+# --- 3. the cache's snapshot is the one refs/main names ---------------------------------------------------------------
 def _cache(root: Path, main: str | None) -> Path:
     model = root / "models--me--tiny"
     for revision, age in (("abc123", 1000), ("old999", 0)):  # old999 touched last
@@ -139,7 +140,7 @@ def test_parity_shows_the_text_it_compared(massive):
     assert f"on '{PROMPT}' ({r.n_tokens} tokens)" in plain(r)
 
 
-# --- 6. a tokenizer smaller than the embedding -------------------------------------------------------------------------
+# --- 6. a tokenizer smaller than the embedding ------------------------------------------------------------------------
 def test_load_says_the_embedding_rows_the_tokenizer_leaves_unused(tokenizer, tmp_path):
     s = Session(data_spec="pydoc")
     r = run_command(s, "load", {"name": f"hf:{_gpt2(tmp_path / 'wide', tokenizer, 300)}"})

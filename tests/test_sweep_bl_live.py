@@ -124,7 +124,7 @@ def test_the_narrow_compare_bar_calls_its_time_the_time_left():
         reporter._live.stop()
 
 
-# --- 3. a watched view that leaves the loss table no room says so ------------------------------------------------------
+# --- 3. a watched view that leaves the loss table no room says so -----------------------------------------------------
 def test_a_watched_view_that_hides_the_loss_table_says_so():
     console = Console(file=io.StringIO(), width=80, height=30, force_terminal=True, color_system=None)
     reporter = live.RichReporter(console, live=True)
@@ -147,7 +147,7 @@ def test_a_watched_view_that_hides_the_loss_table_says_so():
         reporter._live.stop()
 
 
-# --- 4. a shell's `clear` typed at the prompt ---------------------------------------------------------------------------
+# --- 4. a shell's `clear` typed at the prompt -------------------------------------------------------------------------
 def test_clear_typed_alone_is_told_of_ctrl_l_after_its_text():
     for typed in ("clear", "cls"):
         out, err = (Console(file=io.StringIO(), width=200, color_system=None) for _ in "oe")

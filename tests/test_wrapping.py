@@ -258,9 +258,9 @@ HAND = {
     "ls, empty": C.LsResult([], LONG_DIR),
     "compare, verdict": C.CompareResult([_outcome("preset=seed", 2.0), _outcome("norm=rmsnorm,bias=off", 1.9),
                                          _outcome("n_layers=2", 1.95)], 300, 3, "shakespeare", False,
-                                        "norm=rmsnorm,bias=off has the lowest val loss; it beats preset=seed by more "
-                                        "than twice the spread of the gap over the same 3 seeds; against n_layers=2 "
-                                        "the gap is within the noise of 3 seeds"),
+                                        "norm=rmsnorm,bias=off has the lowest val loss; it beats preset=seed on the "
+                                        "same 3 seeds, beyond the noise of the gap (paired t-test, 95%); against "
+                                        "n_layers=2 the gap is within the noise of 3 seeds"),
     "compare, one seed": C.CompareResult([_outcome("current", 2.0), _outcome("n_layers=2", 1.9)], 300, 1,
                                          "shakespeare", True),
     "experts": C.ExpertsResult([0, 1], [[0.5, 0.25, 0.125, 0.125], [0.97, 0.01, 0.01, 0.01]],

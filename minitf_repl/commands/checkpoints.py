@@ -884,8 +884,8 @@ def pinned_note(names: list[str], console: Console) -> None:
     one = len(names) == 1
     shown = ", ".join(names[:-1]) + f" and {names[-1]}" if not one else names[0]
     say(console, f"{shown} {'is' if one else 'are'} not {'an autosave' if one else 'autosaves'} (saved by name, or "
-                 f"kept, or with a manifest that does not read): rotation keeps {'it' if one else 'them'} and steps over "
-                 f"{'its slot' if one else 'their slots'}, so fewer earlier runs stay loadable", "yellow")
+                 f"kept, or with a manifest that does not read): rotation keeps {'it' if one else 'them'} and steps "
+                 f"over {'its slot' if one else 'their slots'}, so fewer earlier runs stay loadable", "yellow")
 
 
 def misnamed_note(names: list[str], console: Console) -> None:

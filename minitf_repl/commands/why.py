@@ -707,8 +707,8 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                       f"{cmd('heads', layer=0)} lists every head of one block")
     if result.losses:
         width = max(8, min(64, console.width - 30))
-        say(console, f"loss by position {spark(result.losses, width)} "
-                     f"{spark_scale(result.losses, width, lambda v: f'{v:.2f} nats')} (chance ln V = {result.chance:.2f})")
+        scale = spark_scale(result.losses, width, lambda v: f"{v:.2f} nats")
+        say(console, f"loss by position {spark(result.losses, width)} {scale} (chance ln V = {result.chance:.2f})")
     if result.first_copy is not None:
         # above ln V: "nothing to go on" read as a contradiction beside a loss worse than guessing (6.95 against 4.63)
         # why, by what it trained on: on `:data repeat` "what its text taught it" was random tokens too
