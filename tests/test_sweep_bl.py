@@ -344,3 +344,13 @@ def test_compare_at_two_seeds_says_one_lower_on_both_and_how_to_test_it():
     mixed = compare_verdict([Outcome("a", 10, [final("a", [1.50, 1.36])]),
                              Outcome("b", 10, [final("b", [1.37, 1.39])])], 2, "val loss")
     assert "against a the gap is within the noise of 2 seeds" in mixed and "both seeds" not in mixed
+
+
+def test_load_model_given_a_checkpoints_manifest_names_its_folder():
+    from minitf_repl import load_model
+    from minitf_repl.core.errors import CheckpointError
+
+    with pytest.raises(CheckpointError) as e:
+        load_model("checkpoints/run1/checkpoint.json")
+    # was load_model('checkpoint.json', directory='checkpoints/run1')
+    assert "load_model('run1', directory='checkpoints')" in str(e.value), str(e.value)

@@ -592,9 +592,11 @@ def _check_python_name(name: str, directory) -> None:
         raise _hugging_face_folder(name, name[3:])
     if "/" not in name and not (os.sep in name or (os.altsep and os.altsep in name)):
         return
-    path = Path(name).expanduser()
+    path = Path(name).expanduser()  # (Path drops a trailing slash: "run1/" is run1, not a folder "." holds)
     if _is_file(path / "config.json"):
         raise _hugging_face_folder(name, name)
+    if path.name == MANIFEST:  # the checkpoint's own manifest named: its folder is the checkpoint
+        path = path.parent
     parent = path.parent if directory is None else Path(directory) / path.parent
     raise CheckpointError(f"{name!r} is a path, and load_model takes a checkpoint's name and its folder apart: "
                           f"load_model({path.name!r}, directory={str(parent)!r})")
