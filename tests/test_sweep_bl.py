@@ -61,7 +61,10 @@ def test_experts_says_it_routed_one_validation_batch_and_whose_aux_loss_the_trai
     run(s, ":set n_experts=4 experts_per_token=2")
     result = run(s, ":experts")
     shown = " ".join(text_of(result, width=120).split())
-    positions = sum(result.tokens[0]) // 2  # two choices a position in every block
+    from minitf_repl.commands.base import training_length
+
+    positions = s.trainer.config.batch_size * training_length(s)  # one batch of the task's rows (4 of 8 tokens)
+    assert sum(result.tokens[0]) == 2 * positions  # two choices a position in every block
     assert f"on one validation batch ({positions:,} positions)" in shown, shown
     assert "on this batch" in shown and "the training table's aux loss is its own training batch's" in shown
 
