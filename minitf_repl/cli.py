@@ -1444,9 +1444,14 @@ def _make_subcommand(command, registry: Registry):
                 # a name or a path is one word of the shell's, which has read its quotes: `minitf data sort:3 pydoc`
                 # was the one path "sort:3 pydoc" ("the size after ':' must be a whole number"), `minitf load a b`
                 # "'a b' is not a valid checkpoint name"
+                spaced = next((w for w in words if " " in w and (p := command.param_named(w.partition("=")[0]))
+                               is not None and not p.positional and "=" in w), None)
+                # a quoted KEY=VALUE with a space is text on purpose (_options_among): its option named, as --KEY
+                fix = (f"{shlex.quote(spaced)} has a space, so it reads as text; give it as --"
+                       f"{spaced.partition('=')[0].replace('_', '-')} {shlex.quote(spaced.partition('=')[2])}"
+                       if spaced else "give one (a path that has spaces goes in quotes)")
                 _command_line_error(f"minitf {command.name} takes one {positional.name.upper()}, got {len(words)} "
-                                    f"words: {clip(' '.join(map(shlex.quote, words)))}; give one (a path that has "
-                                    "spaces goes in quotes)")
+                                    f"words: {clip(' '.join(map(shlex.quote, words)))}; {fix}")
                 raise typer.Exit(2)  # the command line itself is wrong
             if words:  # no words at all: the text is not given (the command's default), as in the REPL
                 args[positional.name] = shell_text(command, words)

@@ -357,3 +357,12 @@ def test_load_model_given_a_checkpoints_manifest_names_its_folder():
         load_model("checkpoints/run1/checkpoint.json")
     # was load_model('checkpoint.json', directory='checkpoints/run1')
     assert "load_model('run1', directory='checkpoints')" in str(e.value), str(e.value)
+
+
+def test_a_quoted_option_with_a_space_beside_a_path_is_told_as_its_option():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("parity", "hf:/nowhere", "prompt=hello world"), code=2)
+    # was "...; give one (a path that has spaces goes in quotes)", the wrong way round
+    assert line.endswith("'prompt=hello world' has a space, so it reads as text; give it as --prompt 'hello world'"), \
+        line
