@@ -22,6 +22,7 @@ import functools
 import json
 import math
 import os
+import re
 import shlex
 import signal
 import sys
@@ -244,7 +245,8 @@ class FrontDoor:
         """Run one typed line. Returns OK, FAILED, QUIT or EMPTY; never raises (except SystemExit)."""
         if not line.strip():
             return EMPTY
-        if (shown := undecodable(_words(line))) is not None:
+        # (only a line holding Python's stand-ins for bytes is split: shlex took minutes over a 10-MB line)
+        if UNDECODED.search(line) and (shown := undecodable(_words(line))) is not None:
             # a terminal's UTF-8 read under a C locale: "2 characters not in the vocabulary: '\udca9' '\udcc3'"
             encoding = sys.stdin.encoding or "ascii"
             utf8 = codecs.lookup(encoding).name == "utf-8"  # then the terminal sends another encoding than UTF-8
@@ -442,6 +444,9 @@ class FrontDoor:
             close()
         if getattr(reporter, "streamed", False):
             self.out.print()
+
+
+UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is no UTF-8, as Python reads it (surrogateescape)
 
 
 def _words(line: str) -> list[str]:
