@@ -40,19 +40,30 @@ from minitf_repl.session import Session
 from test_commands import TINY, run
 
 
-def test_a_pydoc_model_saved_under_another_python_says_so_and_not_put_the_file_back(monkeypatch):
+def train_refused_on_other_pydoc(monkeypatch, name: str, saved_under: str | None = None) -> str:
+    """A tiny pydoc model saved as `name` (under Python `saved_under`, default this one), loaded where pydoc's text
+    has one more character, and :train's refusal."""
+    import platform
+
     s = Session(data_spec="pydoc", device_name="cpu")
     run(s, ":set " + " ".join(f"{k}={v}" for k, v in TINY.items()) + " batch_size=2 eval_batches=1")
     run(s, ":train steps=1")
-    run(s, ":save other_python")
+    with monkeypatch.context() as saving:
+        if saved_under is not None:
+            saving.setattr(platform, "python_version", lambda: saved_under)
+        run(s, f":save {name}")
     # 3.10's, 3.12's and 3.13's documentation has a character 3.11's has not (and each release another text)
     this_python = core_data.pydoc_text()
     monkeypatch.setattr(core_data, "pydoc_text", lambda: this_python + "\u00a7")
     again = Session(device_name="cpu")
-    run(again, ":load other_python")
+    run(again, f":load {name}")
     with pytest.raises(UserError) as e:
         run(again, ":train steps=1")
-    message = str(e.value)
+    return str(e.value)
+
+
+def test_a_pydoc_model_saved_under_another_python_says_so_and_not_put_the_file_back(monkeypatch):
+    message = train_refused_on_other_pydoc(monkeypatch, "other_python", saved_under="3.12.1")
     assert "(pydoc)" in message and "put the original file back" not in message, message
     # the Python it was saved under, by name since the manifest keeps it (test_sweep_as)
     assert "the documentation of this Python" in message and "train it under Python 3." in message, message

@@ -267,22 +267,9 @@ def test_a_long_whitespace_generation_says_its_shown_part_is_cut():
 def test_a_pydoc_model_whose_text_differs_under_the_same_python_does_not_say_the_versions_differ(monkeypatch):
     import platform
 
-    from minitf_repl.core import data as core_data
-    from minitf_repl.core.errors import UserError
-    from minitf_repl.session import Session
-    from test_commands import TINY
+    from test_sweep_ai import train_refused_on_other_pydoc
 
-    s = Session(data_spec="pydoc", device_name="cpu")
-    run(s, ":set " + " ".join(f"{k}={v}" for k, v in TINY.items()) + " batch_size=2 eval_batches=1")
-    run(s, ":train steps=1")
-    run(s, ":save same_python")
-    this_python = core_data.pydoc_text()
-    monkeypatch.setattr(core_data, "pydoc_text", lambda: this_python + "\u00a7")  # a build that patched its docs
-    again = Session(device_name="cpu")
-    run(again, ":load same_python")
-    with pytest.raises(UserError) as e:
-        run(again, ":train steps=1")
-    message = str(e.value)
+    message = train_refused_on_other_pydoc(monkeypatch, "same_python")  # a build that patched its docs
     # was "the documentation of this Python, 3.11.7, differs from that of Python 3.11.7"
     assert "differs from that of" not in message and "train it under" not in message, message
     assert f"though this is the Python {platform.python_version()} it was trained under" in message, message
