@@ -498,7 +498,7 @@ def test_a_folder_of_a_checkpoints_own_files_without_its_manifest_is_saved_over(
     for f in (checkpoint_dir / "whole").iterdir():
         if f.suffix == ".safetensors":
             shutil.copy(f, checkpoint_dir / "broken" / f.name)
-    with pytest.raises(UserError, match="save it again"):
+    with pytest.raises(UserError, match="save the checkpoint again"):
         run(tiny_session(), ":load broken")  # as :load says of it
     assert run(s, ":save broken").name == "broken"  # the review's: it was refused as "other files"
     assert run(tiny_session(), ":load broken").step == 1

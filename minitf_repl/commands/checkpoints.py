@@ -798,11 +798,11 @@ def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
 
 
 def pinned_slots(rows: list[CheckpointInfo], directory) -> list[str]:
-    """The autosave slots rotation steps over, in the listing's order: as core.checkpoint.store.rotation_owns reads
+    """The autosave slots rotation steps over, in the listing's order: as core.checkpoint.reads.rotation_owns reads
     them (a damaged autosave whose manifest reads moves on; it was said to be pinned)."""
     from pathlib import Path
 
-    from ..core.checkpoint.store import rotation_owns
+    from ..core.checkpoint.reads import rotation_owns
 
     slots = {f"{AUTOSAVE_NAME}-{i}" for i in range(1, AUTOSAVES_KEPT + 1)}
     return [row.name for row in rows if row.name in slots and not rotation_owns(Path(directory) / row.name)]

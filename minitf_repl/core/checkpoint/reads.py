@@ -190,3 +190,23 @@ def read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tenso
     except Exception as e:  # SafetensorError and friends: a file that passed its checksum but is not safetensors
         raise damaged(f"{where} is not a readable safetensors file ({e})") from None
 
+
+# Who wrote a checkpoint, read from its manifest alone (torch-free: :ls asks it of the autosave slots)
+LEGACY_ORIGIN = "legacy"  # a checkpoint from before `origin` was recorded
+
+
+def origin_kind(path: Path) -> str | None:
+    """Who wrote the checkpoint at `path`: an ORIGINS kind, LEGACY_ORIGIN, or None (nothing there, or unreadable)."""
+    try:
+        manifest, _ = read_manifest(path)
+    except (CheckpointError, OSError):
+        return None
+    origin = manifest.get("origin")
+    return LEGACY_ORIGIN if origin is None else origin["kind"]
+
+
+def rotation_owns(path: Path) -> bool:
+    """Whether autosave rotation (store._rotate_locked) moves the checkpoint at `path` along its slots: an autosave,
+    or one older than `origin`, by its manifest (its data files are not read: a damaged autosave moves on like any
+    other). Any other (a save by name, a model kept before a rebuild, a manifest that does not read) holds its slot."""
+    return origin_kind(path) in ("autosave", LEGACY_ORIGIN)

@@ -34,7 +34,7 @@ from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFE
                      last_own_evaluation, steps_left)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
-from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
+from .reads import open_regular, origin_kind, read_manifest, read_manifest_bytes, read_open, rotation_owns
 
 
 class NameTaken(CheckpointError):
@@ -472,26 +472,6 @@ def rotate(directory, name: str, keep: int) -> None:
     except OSError as e:
         raise CheckpointError(f"could not keep the previous {name} in {cut_middle(str(directory))} ({e.strerror}); "
                               "check that folder's permissions") from None
-
-
-_LEGACY = "legacy"  # a checkpoint from before `origin` was recorded
-
-
-def origin_kind(path: Path) -> str | None:
-    """Who wrote the checkpoint at `path`: an ORIGINS kind, _LEGACY, or None (nothing there, or unreadable)."""
-    try:
-        manifest, _ = read_manifest(path)
-    except (CheckpointError, OSError):
-        return None
-    origin = manifest.get("origin")
-    return _LEGACY if origin is None else origin["kind"]
-
-
-def rotation_owns(path: Path) -> bool:
-    """Whether autosave rotation moves the checkpoint at `path` along its slots: an autosave, or one older than
-    `origin`, by its manifest (its data files are not read: a damaged autosave moves on like any other). Any other
-    (a save by name, a model kept before a rebuild, a manifest that does not read) holds its slot."""
-    return origin_kind(path) in ("autosave", _LEGACY)
 
 
 def is_own_autosave(path: Path, session: str | None, run: dict | None = None) -> bool:
