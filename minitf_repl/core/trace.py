@@ -17,6 +17,7 @@ import torch.nn as nn
 
 from .errors import DataError
 from .probe import Probe, Step, listening
+from .model import MiniTransformerLM
 
 _LAYER = re.compile(r"(?:^|\.)blocks\.(\d+)\.")
 
@@ -82,13 +83,14 @@ def check_token_ids(model: nn.Module, idx) -> torch.Tensor:
         idx = idx.unsqueeze(0)  # (1, T): a single sequence is a batch of one
     if idx.dim() != 2 or idx.numel() == 0:
         raise DataError(f"token ids must have shape (T,) or (B, T) with T >= 1, got {tuple(idx.shape)}")
+    param = next(model.parameters(), None)
+    idx = idx.to(device=param.device if param is not None else idx.device, dtype=torch.long)
+    if isinstance(model, MiniTransformerLM):  # its own checks, in forward's words (the ids' range and its fix)
+        return model.check_input(idx)[0]
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if vocab is not None and (idx.min() < 0 or idx.max() >= vocab):
-        raise DataError(f"token ids must be in 0..{vocab - 1}, got {idx.min().item()}..{idx.max().item()}; encode "
-                        "with the tokenizer the model was built for, or build it with a larger vocab_size")
-    param = next(model.parameters(), None)
-    device = param.device if param is not None else idx.device
-    return idx.to(device=device, dtype=torch.long)
+        raise DataError(f"token ids must be in 0..{vocab - 1}, got {idx.min().item()}..{idx.max().item()}")
+    return idx
 
 
 def trace(model: nn.Module, idx: torch.Tensor) -> list[TraceRecord]:
