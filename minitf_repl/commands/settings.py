@@ -449,7 +449,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if "n_kv_heads" in changed and "n_kv_heads" not in given and "preset" not in given:  # kv_heads_following's
         from ..core.config import PRESET_KV_GROUP, matching_preset
 
-        preset, group = matching_preset(current[ModelConfig]), PRESET_KV_GROUP[matching_preset(current[ModelConfig])]
+        preset = matching_preset(current[ModelConfig])
+        group = PRESET_KV_GROUP[preset]
         heads, old = model.n_heads, current[ModelConfig].n_kv_heads
         if model.n_kv_heads is None:  # an odd count: the preset's grouping does not pair it up (preset_changes)
             reporter.notice(f"n_kv_heads follows n_heads as the preset {preset} has it: {heads} heads do not go "
