@@ -179,3 +179,11 @@ def test_a_folder_without_its_manifest_gives_both_ways_on_and_the_folders_own(ch
     (checkpoint_dir / "copied" / "checkpoint.json").unlink()  # an interrupted copy
     error = next(r.error for r in run(s, ":ls").rows if r.name == "copied")
     assert "save the checkpoint again, or copy it again from where it came, or remove that directory" in error, error
+
+
+def test_the_default_folder_before_any_save_is_not_told_to_check_its_name(checkpoint_dir):
+    from minitf_repl.core.errors import UserError
+
+    with pytest.raises(UserError) as e:
+        run(tiny_session(), ":load run1")  # $MINITF_CHECKPOINT_DIR: made by the first save, none yet
+    assert "check the folder's name" not in str(e.value) and "save one under that name first" in str(e.value)

@@ -371,23 +371,28 @@ def checkpoint_path(directory, name: str) -> Path:
         raise path_error(path, e) from None
 
 
+def _default_dir() -> Path | None:
+    """The default checkpoint folder (./checkpoints, $MINITF_CHECKPOINT_DIR), or None where it cannot be used."""
+    from ..errors import UserError
+    from ..paths import default_checkpoint_dir
+
+    try:
+        return default_checkpoint_dir()
+    except UserError:  # a $MINITF_CHECKPOINT_DIR that cannot be used (~ with no home)
+        return None
+
+
 def held_elsewhere(directory: Path, name: str) -> Path | None:
     """The folder that holds checkpoint NAME where `directory` does not exist: the default one (./checkpoints,
     $MINITF_CHECKPOINT_DIR), or a folder beside it of a name one letter or so off (`chekpoints`); None if none does."""
     import difflib
-
-    from ..errors import UserError
-    from ..paths import default_checkpoint_dir
 
     try:
         beside = [e for _, e in zip(range(1000), sorted(os.listdir(directory.parent)))]  # a home folder stays quick
     except OSError:
         beside = []
     near = [directory.parent / e for e in difflib.get_close_matches(directory.name, beside, n=3, cutoff=0.75)]
-    try:
-        default = default_checkpoint_dir()
-    except UserError:  # a $MINITF_CHECKPOINT_DIR that cannot be used (~ with no home): only the folders beside
-        default = None
+    default = _default_dir()  # None: only the folders beside
     for folder in ([default] if default is not None else []) + near:
         if folder.absolute() != directory.absolute() and _holds_manifest(folder / name):
             return folder
@@ -413,8 +418,12 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
             check_folder_reachable(directory)  # a link to a folder that is gone: no save could write one either
             # a folder mistyped (`--checkpoint-dir chekpoints`) read as an empty one: "save one under that name first"
             holder = held_elsewhere(directory, name)
+            # the default folder before any save is no typo: only a folder given is told to check its name
+            default = _default_dir()
+            typed = default is None or default.absolute() != directory.absolute()
             fix = (f"{cut_middle(str(holder))} holds one: give that folder as the checkpoint directory" if holder
-                   else "check the folder's name, or save one under that name first")
+                   else "check the folder's name, or save one under that name first" if typed
+                   else "save one under that name first")
             raise CheckpointError(f"no checkpoint named {name!r} in {directory} (there are none yet: that folder does "
                                   f"not exist); {fix}")
         check_not_a_checkpoint(directory)
