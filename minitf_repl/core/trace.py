@@ -17,7 +17,6 @@ import torch.nn as nn
 
 from .errors import DataError
 from .probe import Probe, Step, listening
-from .model import MiniTransformerLM
 
 _LAYER = re.compile(r"(?:^|\.)blocks\.(\d+)\.")
 
@@ -85,8 +84,9 @@ def check_token_ids(model: nn.Module, idx) -> torch.Tensor:
         raise DataError(f"token ids must have shape (T,) or (B, T) with T >= 1, got {tuple(idx.shape)}")
     param = next(model.parameters(), None)
     idx = idx.to(device=param.device if param is not None else idx.device, dtype=torch.long)
-    if isinstance(model, MiniTransformerLM):  # its own checks, in forward's words (the ids' range and its fix)
-        return model.check_input(idx)[0]
+    own = getattr(model, "check_input", None)  # a model that checks its input: its checks, in forward's words
+    if callable(own):
+        return own(idx)[0]
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if vocab is not None and (idx.min() < 0 or idx.max() >= vocab):
         raise DataError(f"token ids must be in 0..{vocab - 1}, got {idx.min().item()}..{idx.max().item()}")
