@@ -641,6 +641,12 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
     else:
         why = ("trained here without diverging" if session.last_good_lr is not None else
                f"is the default of {recipe_label(session.recipe_data, optimizer)}")
+    if e.broken is not None:  # weights unusable before this run's first update (a folder's weights of 1e8): no rate
+        return TrainingDiverged(  # mends them, and a rate suggested would fail the same way at step 1
+            f"the {e.what} is {e.value} at step {e.step}, before any update of this run: the model's weights are "
+            f"broken already ({e.broken}), and no learning rate mends them; nothing changed. Train from good weights: "
+            f"{cmd('load', 'NAME')} ({cmd('ls')} lists them)", step=e.step, what=e.what, value=e.value,
+            broken=e.broken)
     back = (f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
             f"back at step {session.trainer.step}, where this training began{f' ({switched})' if switched else ''}. ")
     if suggestion * weight_decay >= 1:  # the rate it would suggest diverges too: the decay is what to lower

@@ -57,11 +57,14 @@ class TrainingDiverged(UserError):
     """The loss or gradient became non-finite; the update that would apply it was not made."""
 
     def __init__(self, message: str, step: int = 0, what: str = "loss", value: float = float("nan"),
-                 fix: dict | None = None):
+                 fix: dict | None = None, broken: str | None = None):
         super().__init__(message, fix=fix)
         self.step = step  # the step whose loss or gradient was non-finite
         self.what = what
         self.value = value
+        # why the weights were unusable before any update of this run, or None: then no rate is the fix, and a
+        # front end that words the error itself (the shell's :train) must say what is
+        self.broken = broken
 
 
 class PeerLost(UserError):

@@ -660,7 +660,7 @@ class Trainer:
             raise TrainingDiverged(
                 f"the {what} is {value.item()} at step {n}, before any update of this run: the model's weights are "
                 f"broken already ({broken}), likely by an earlier run that diverged, and no learning rate mends them. "
-                f"Train from good weights: {GOOD_WEIGHTS}", step=n, what=what, value=value.item())
+                f"Train from good weights: {GOOD_WEIGHTS}", step=n, what=what, value=value.item(), broken=broken)
         if broken is not None:
             raise TrainingDiverged(
                 f"the {what} became {value.item()} at step {n}; that update was not applied (the weights are those "
