@@ -117,8 +117,8 @@ def test_ffn_in_the_shell():
     out = plain(default)
     sample = sample_prompt(session.data)  # 'The example abov' in Python 3.11's documentation, another in 3.10's
     assert f"feed-forward of block 0 at position 15 '{sample[15]}' of '{sample}'" in out
-    assert "h = GELU(xW_1 + b_1): 64 hidden units" in out and "raises the logit of" in out
-    assert "checked: sum_n h_n v_n + b agrees with the block's FFN output" in out
+    assert "u = GELU(xW_1 + b_1): 64 hidden units" in out and "raises the logit of" in out
+    assert "checked: sum_n u_n v_n + b agrees with the block's FFN output" in out
     narrow = text_of(default, 60)
     assert "raises the logit of" in narrow and "lowers" not in narrow.split("raises the logit of")[1].split("\n")[0]
     some = run(session, ":ffn hello at=0 layer=1 k=3")

@@ -144,7 +144,7 @@ def test_shapes_one_layer_in_full_the_others_summarized(tiny_records):
     # formulas are literal text, not Rich markup: "[idx]" must survive
     assert "x = W_E[idx]" in out and "S = QK^T / sqrt(d_k)" in out
     assert "(B, T) -> (B, T, d) = (1, 5, 32)" in out  # token ids in, embeddings out
-    assert "(B, h, T, d_k) = (1, 2, 5, 16)" in out  # per-head q
+    assert "(B, n_h, T, d_k) = (1, 2, 5, 16)" in out  # per-head q
     assert "lm_head" in out and "(B, T, d) -> (B, T, V) = (1, 5, 12)" in out
     assert "1,056" in out  # q_proj: 32*32 + 32 parameters
 

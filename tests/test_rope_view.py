@@ -77,7 +77,7 @@ def test_rope_in_the_shell():
     sample = sample_prompt(session.data)  # pydoc's is each Python's own documentation: 'The example abov' in 3.11's
     assert f"RoPE in block 0, head 0, query at position 15 '{sample[15]}' of '{sample}'" in out
     assert "R(i)q · R(j)k = q · R((j - i)θ)k" in out and "checked: redone in float64" in out
-    assert "key j" in out and "pair m" in out and "a turn every" in out
+    assert "key j" in out and "pair c" in out and "a turn every" in out
     # all 16 keys listed where they fit, as :qkv's (46th session: "the 14 keys ...; 2 other keys not listed")
     assert "not listed" not in out and all(f" {j} " in out for j in range(16))
     long = plain(run(session, ":rope " + "the quick brown fox " * 2))  # 32 keys: the 14 with the largest q·k

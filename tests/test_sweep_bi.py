@@ -538,7 +538,7 @@ def test_the_rope_step_of_grouped_keys_says_k_has_its_own_shape():
     rope = next(r for r in run(s, ":shapes").records if r.path.endswith("attn.rope"))
     assert rope.output_shape[1] == 4  # q's heads: the step's shape column
     # was "RoPE: rotate q, k by position" beside q's (B, h, T, d_k) alone, k having h_kv = 2 heads
-    assert rope.formula.endswith("(q shown; k is (B, h_kv, T, d_k), h_kv = 2)")
+    assert rope.formula.endswith("(q shown; k is (B, n_kv, T, d_k), n_kv = 2)")
 
 
 @pytest.mark.parametrize("line, said", [

@@ -26,7 +26,7 @@ def table_header(text: str, first: str) -> str:
 def test_ffn_names_every_column_the_width_leaves_out_and_says_what_share_is():
     result = run(session_of(), ":ffn")
     wide = plain(result, 200)
-    assert "share: the unit's |h_n v_n| as a part of sum_n |h_n v_n| over all 64 units" in wide
+    assert "share: the unit's |u_n v_n| as a part of sum_n |u_n v_n| over all 64 units" in wide
     assert "left out at" not in wide
     narrowed = 0
     for width in range(70, 130, 4):
@@ -78,7 +78,7 @@ def test_grad_says_what_x_f_is():
 
 def test_ffn_says_what_its_output_bias_b_is():
     out = plain(run(session_of(), ":ffn"), 200)
-    assert "FFN(x) = sum_n h_n v_n + b, v_n the column n of the output matrix and b its bias:" in out
+    assert "FFN(x) = sum_n u_n v_n + b, v_n the column n of the output matrix and b its bias:" in out
     assert "and b its bias" not in plain(run(session_of(bias=False), ":ffn"), 200)
 
 
@@ -86,7 +86,8 @@ def test_shapes_says_what_x_h_and_h_are_before_the_steps_use_them():
     text = text_of(run(session_of(), ":shapes"), 100)
     said = " ".join(text.split())
     assert ("x = W_E[idx] is the token embedding and h the residual stream; in a block's steps x is the stream the "
-            "block reads (inside FFN(x), what the FFN reads) and H what attention's projections read") in said
+            "block reads, x' the stream after attention (hook_resid_mid), which the FFN's half reads, H what "
+            "attention's projections read, and inside FFN(x) x is what the FFN reads") in said
     assert said.index("H what attention's projections read") < said.index("Q = HW^Q")
 
 

@@ -39,10 +39,10 @@ def test_ffn_writes_the_output_bias_only_where_the_part_has_one(changes, bias):
     result = run(session, ":ffn abc")
     shown = plain(result)
     assert result.out_bias is bias
-    assert ("FFN(x) = sum_n h_n v_n + b," in shown) is bias
-    assert ("checked: sum_n h_n v_n + b agrees" in shown) is bias
+    assert ("FFN(x) = sum_n u_n v_n + b," in shown) is bias
+    assert ("checked: sum_n u_n v_n + b agrees" in shown) is bias
     if not bias:
-        assert "FFN(x) = sum_n h_n v_n, v_n the column n" in shown and "checked: sum_n h_n v_n agrees" in shown
+        assert "FFN(x) = sum_n u_n v_n, v_n the column n" in shown and "checked: sum_n u_n v_n agrees" in shown
 
 
 # --- :patch where the corruption moves the difference the wrong way -------------------------------------

@@ -76,19 +76,21 @@ def test_params_6n_rule_of_a_mixture_of_experts_counts_the_parameters_a_token_ru
                          experts_per_token=2)
     model = MiniTransformerLM(config)
     expert = sum(p.numel() for p in model.blocks[0].ffn.experts[0].parameters())
-    active = sum(p.numel() for p in model.parameters()) - 2 * (4 - 2) * expert  # two layers, two idle experts each
+    table = model.position_embedding.weight.numel()  # a lookup: no product multiplies by it, so not in N either
+    active = sum(p.numel() for p in model.parameters()) - 2 * (4 - 2) * expert - table  # two layers, two idle each
     ledger = cost_ledger(model, batch_size=2)
     assert ledger.six_n_params == active < ledger.n_params
     assert ledger.six_n_flops_per_step == 6 * active * 2 * 8
     dense = cost_ledger(MiniTransformerLM(config.replace(n_experts=0)), batch_size=2)
-    assert dense.six_n_params == dense.n_params  # without experts every parameter is run
+    assert dense.six_n_params == dense.n_params - table  # without experts every parameter but the table is run
     s = Session(config, TrainConfig(batch_size=2), data_spec="sort:4", device_name="cpu")
     result = run(s, ":params")
     n = result.ledger["n_params"]
-    assert result.ledger["six_n_params"] == n - 2 * (4 - 2) * expert
-    assert f"6N rule, N = the {n - 4 * expert:,} of {n:,} parameters a token runs through" in plain(result, 120)
-    assert "6N rule, N =" not in plain(run(Session(config.replace(n_experts=0), TrainConfig(batch_size=2),
-                                                   data_spec="sort:4", device_name="cpu"), ":params"), 120)
+    assert result.ledger["six_n_params"] == n - 2 * (4 - 2) * expert - table
+    assert (f"6N rule, N = the {n - 4 * expert - table:,} of {n:,} parameters a token's matmuls use, not the "
+            f"{table:,} it only looks up nor the experts it is not routed to") in plain(result, 120)
+    assert "nor the experts" not in plain(run(Session(config.replace(n_experts=0), TrainConfig(batch_size=2),
+                                                      data_spec="sort:4", device_name="cpu"), ":params"), 120)
 
 
 # --- :config: every shell setting ---------------------------------------------------------------------------------

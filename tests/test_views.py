@@ -264,7 +264,7 @@ def test_shapes_read_at_80_and_100_columns(trained, width):
     out = text_of(run_command(trained, "shapes", {"prompt": "3141="}), width)
     lines = out.splitlines()
     assert all(len(line) <= width for line in lines)  # notes too: they wrap at spaces
-    assert "(B, h, T, d_k) = (1, 2, 5, 16)" in out and "(B, h, T, T) = (1, 2, 5, 5)" in out
+    assert "(B, n_h, T, d_k) = (1, 2, 5, 16)" in out and "(B, n_h, T, T) = (1, 2, 5, 5)" in out
     assert "(B, T, d) -> (B, T, d_ff) = (1, 5, 64)" in out
     assert "blocks.0 TransformerBlock" in lines
     assert any(line.startswith("  attn.q_proj ") for line in lines)
@@ -324,21 +324,22 @@ def test_a_corpus_default_prompt_reads_like_a_sentence():
 
 
 def test_shapes_under_grouped_query_attention_name_the_key_value_heads():
-    """(1, 2, 9, 32) next to (B, h, T, d_k) was unreadable: K and V's own head count is h_kv."""
+    """(1, 2, 9, 32) next to (B, n_h, T, d_k) was unreadable: K and V's own head count is n_kv."""
     s = Session(data_spec="sort")
     run_command(s, "set", {"n_layers": 1, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "d_ff": 64,
                            "max_seq_len": 16, "pos_encoding": "rope", "qk_norm": True})
     out = text_of(run_command(s, "shapes", {"prompt": "3141="}), 200)
-    assert "h_kv=2 key/value heads" in out
+    assert "n_kv=2 key/value heads" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  attn.")}
-    assert "(B, T, d) -> (B, T, h_kv·d_k) = (1, 5, 16)" in rows["attn.k_proj"]
+    assert "(B, T, d) -> (B, T, n_kv·d_k) = (1, 5, 16)" in rows["attn.k_proj"]
     for name in ("attn.hook_k", "attn.hook_v", "attn.k_norm", "attn.hook_k_rot"):
-        assert "(B, h_kv, T, d_k) = (1, 2, 5, 8)" in rows[name], rows[name]
-    assert "(B, h, T, d_k) = (1, 4, 5, 8)" in rows["attn.hook_k_rep"] and "(B, h_kv, T, d_k) -> (B, h, T, d_k)" in out
+        assert "(B, n_kv, T, d_k) = (1, 2, 5, 8)" in rows[name], rows[name]
+    assert "(B, n_h, T, d_k) = (1, 4, 5, 8)" in rows["attn.hook_k_rep"]
+    assert "(B, n_kv, T, d_k) -> (B, n_h, T, d_k)" in out
     assert all("(B," in row for row in rows.values())  # no attention step left as bare numbers
     mha = Session(data_spec="sort")
     run_command(mha, "set", {"n_layers": 1, "d_model": 32, "n_heads": 4, "d_ff": 64, "max_seq_len": 16})
-    assert "h_kv" not in text_of(run_command(mha, "shapes", {"prompt": "3141="}), 200)  # one kind of head
+    assert "n_kv" not in text_of(run_command(mha, "shapes", {"prompt": "3141="}), 200)  # one kind of head
 
 
 @pytest.mark.parametrize("view, untrained", [

@@ -50,11 +50,12 @@ class ShapesResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran (same shapes)
 
 
+# json_version 4: the records' symbols were renamed (h -> n_h, h_kv -> n_kv, d_h -> d_hid), and a reader keyed on them
 @command("shapes", "Trace one forward pass: every step's shape, in the order it runs.", params=[
     Param("prompt", str, help="text to trace (default: a short sample of the data)", positional=True),
     Param("layer", int, help="the block to show in full (default 0)"),
     Param("all", bool, default=False, help="show every block in full"),
-], json_version=3, guide="inside-views.md#every-step-and-its-shape-shapes")  # fmt: skip
+], json_version=4, guide="inside-views.md#every-step-and-its-shape-shapes")  # fmt: skip
 def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult:
     n_layers = session.model_config.n_layers
     layer = check_layer(session, args["layer"])
@@ -72,7 +73,7 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
 
 
 def symbolic(names) -> str:
-    """`(B, h, T, d_k)`; a single axis as `(T,)`."""
+    """`(B, n_h, T, d_k)`; a single axis as `(T,)`."""
     return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
 
 
@@ -198,9 +199,11 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
     if legend:
         note(console, legend)
     # the letters of the stream, which the parts' formulas use without saying: x is the token embedding at the input
-    # and the stream inside a block, and H (Q = HW^Q) was nowhere said
+    # and the stream inside a block, x' the stream the block's second half reads (without it "x + FFN(LN(x))" read
+    # as the block's input plus its FFN, attention left out), and H (Q = HW^Q) was nowhere said
     note(console, "x = W_E[idx] is the token embedding and h the residual stream; in a block's steps x is the stream "
-                  "the block reads (inside FFN(x), what the FFN reads) and H what attention's projections read")
+                  "the block reads, x' the stream after attention (hook_resid_mid), which the FFN's half reads, "
+                  "H what attention's projections read, and inside FFN(x) x is what the FFN reads")
     if one_line or two_lines:  # the columns' names: the counts on the right read as nothing but numbers
         header = "  step".ljust(nw) + "  " + "shape".ljust(sw) + "  " + "params".rjust(pw)
         console.print(Text(header + ("  formula" if one_line else ""), style="bold"), highlight=False, no_wrap=True,
@@ -302,7 +305,7 @@ class ParamsResult:
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
          params=[Param("all", bool, default=False, help="list every parameter tensor instead")],
-         json_version=5)  # fmt: skip
+         json_version=6)  # fmt: skip
 def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult:
     from ..core.generate import cache_exact
     from ..core.ledger import cost_ledger
@@ -449,9 +452,14 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
     add(("forward, per token", fmt.flops(ledger["forward_flops_per_token"]),
          f"matmuls: {fmt.flops(ledger['linear_flops_per_token'])} in Linear layers + "
          f"{fmt.flops(ledger['attention_flops_per_token'])} in QK^T and AV at T={T}"))
-    n = ledger["six_n_params"]  # a mixture of experts: the parameters a token runs through, fewer than all
-    which = "" if n == ledger["n_params"] else \
-        f", N = the {fmt.whole(n)} of {fmt.whole(ledger['n_params'])} parameters a token runs through"
+    # the rule's N said, and what it leaves out: "6N rule: 5.01 GFLOP" took N as every parameter, the position table
+    # too, which a token only looks up (a mixture of experts: also the experts a token is not routed to)
+    n, total, lookups = ledger["six_n_params"], ledger["n_params"], ledger["lookup_params"]
+    left_out = ([f"the {fmt.whole(lookups)} it only looks up"] if lookups else []) + \
+        (["the experts it is not routed to"] if total - lookups > n else [])
+    which = (f", N = the {fmt.whole(n)} of {fmt.whole(total)} parameters a token's matmuls use, not "
+             + " nor ".join(left_out) if left_out else f", N = all {fmt.whole(n)} parameters, each in a token's "
+             "matmuls")
     add(("training, per step", fmt.flops(ledger["training_flops_per_step"]),
          f"3 x forward x {B}x{T} tokens (6N rule{which}: {fmt.flops(ledger['six_n_flops_per_step'])})"))
     if ledger["optimizer_flops_per_step"]:  # Muon: Newton-Schulz's products on each block matrix, every step

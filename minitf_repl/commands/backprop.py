@@ -47,9 +47,11 @@ FAMILY = "learning: backprop and the optimizer"  # the heading :help lists this 
 OPTIMIZER_STEPS = {
     "adamw": "AdamW divides each weight's gradient by its running size, so a step's size follows the rate, not "
              "the gradient's size",
-    "muon": "Muon orthogonalises each hidden matrix's momentum (all its singular values near 1), and AdamW steps "
-            "the rest, each dividing by the gradient's running size: a step's size follows the rate, not the "
-            "gradient's",
+    # Muon divides by nothing: its step's size is the orthogonalised matrix's and its shape's scale (said "each
+    # dividing by the gradient's running size" of both, true of AdamW alone)
+    "muon": "Muon orthogonalises each hidden matrix's momentum (all its singular values near 1) and scales it by "
+            "0.2 sqrt(max(A, B)) for an A x B matrix, and AdamW steps the rest, dividing each weight's "
+            "gradient by its running size: either way a step's size follows the rate, not the gradient's",
 }
 
 

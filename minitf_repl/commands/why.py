@@ -382,7 +382,7 @@ def render_patch(result: PatchResult, console: Console) -> None:
 
 @dataclass
 class AttribPart:
-    name: str  # "embed", "head 1.2", "ffn 0", "attention biases"
+    name: str  # "embed", "head 1.2", "ffn 0", "output biases b^O" (every block's W^O bias)
     kind: str  # embed | head | ffn | bias (the feed-forward, the MLP of other texts)
     logit: float  # its share of the target's logit
 
@@ -413,7 +413,7 @@ ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
     Param("target", str, blank=True, meta="CHAR",
           help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next token "
                "of the default prompt, else the likeliest)"),
-], json_version=5, guide="inside-views.md#why-activation-patching-and-direct-logit-attribution")  # fmt: skip
+], json_version=6, guide="inside-views.md#why-activation-patching-and-direct-logit-attribution")  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
@@ -463,7 +463,7 @@ def render_attrib(result: AttribResult, console: Console) -> None:
         note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together")
     if silent:
         names = ", ".join(p.name for p in silent[:8]) + (", ..." if len(silent) > 8 else "")
-        # not each one's why: an untrained model's attention biases are 0 as well
+        # not each one's why: an untrained model's output biases are 0 as well
         why = f"; a part {cmd('ablate')} switches off writes nothing" if result.ablations else ""
         verb = "writes" if len(silent) == 1 else "write"
         note(console, f"{count(len(silent), 'part')} {verb} exactly 0, not listed ({names}){why}")
@@ -476,6 +476,9 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     else:
         note(console, f"{key}; the parts sum to {total:+.2f} = the logit {result.logit:.2f}: the final norm has no "
                       f"bias, so it adds nothing of its own (scale {result.scale:.3g})")
+    if any(p.kind == "bias" for p in result.parts):  # "attention biases" read as all of attention's: it is b^O alone
+        note(console, "output biases b^O: every block's W^O bias, added whatever the heads do; b^V is inside each "
+                      "head's row (A's rows sum to 1, so AV carries it), and b^Q and b^K move only the pattern")
     unread_note(console, result)  # as the other views of one prompt say it (it was a notice on stderr alone)
     ablation_note(console, result.ablations)
     if result.untrained:

@@ -31,7 +31,7 @@ from ..render.tables import fitting_table, shown_columns
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, look_again, named, rebuilt_with
+from ..syntax import cmd, look_again, named, option, rebuilt_with
 from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_head, check_layer,
                    command, sample_prompt, switched_off, typeable_prompt, unread_note, view_prompt)
 
@@ -335,7 +335,8 @@ def render_rope(result: RopeResult, console: Console) -> None:
     shared = f" (reading key head {r.kv_head})" if r.kv_head != r.head else ""
     say(console, f"RoPE in block {r.layer}, head {r.head}{shared}, query at position {i} "
                  f"{quoted(result.tokens[i])} of {quoted_end(result.prompt, 48)}", "bold")
-    say(console, f"each pair (x_2m, x_2m+1) of q and k is turned by its position times θ_m = {r.base:g}^(-2m/"
+    # the pair index is c in :shapes too; not m: M is :shapes' mask (i and j are positions here, d a distance)
+    say(console, f"each pair (x_2c, x_2c+1) of q and k is turned by its position times θ_c = {r.base:g}^(-2c/"
                  f"{r.head_dim}); a turn keeps lengths and R(a)^T R(b) = R(b - a), so R(i)q · R(j)k = q · R((j - i)θ)k: "
                  "a score depends on the distance i - j, not on where the two tokens stand")
     shifts = ", ".join(f"{s:,}" for s in r.shifts)
@@ -372,10 +373,10 @@ def render_rope(result: RopeResult, console: Console) -> None:
     window = len(r.by_distance)
     rows = [[str(p.m), f"{p.theta:.3g}", f"{p.wavelength:,.1f}", _angle(p.angle), fmt.signed(p.share, 4),
              fmt.signed(p.unrotated, 4)] for p in r.pairs]
-    names = ["pair m", "θ_m", "a turn every", "angle (j-i)θ_m", "its term", "without"]
-    console.print(fitting_table(console, names, rows, optional=("without", "θ_m")))
+    names = ["pair c", "θ_c", "a turn every", "angle (j-i)θ_c", "its term", "without"]
+    console.print(fitting_table(console, names, rows, optional=("without", "θ_c")))
     fast = sum(p.wavelength < window for p in r.pairs)
-    note(console, f"a turn every 2π/θ_m positions: {count(fast, 'pair')} of {len(r.pairs)} turn fully within the "
+    note(console, f"a turn every 2π/θ_c positions: {count(fast, 'pair')} of {len(r.pairs)} turn fully within the "
                   f"{window}-position context and tell near from far; the slow ones hardly turn over it and compare "
                   "what the tokens are, wherever they stand. The terms add up to the score")
     low = min(r.by_distance)
@@ -719,8 +720,8 @@ def _percent(share: float) -> str:
 class FfnUnit:
     index: int  # n
     pre: float  # its pre-activation (x W_1 + b_1)_n (SwiGLU: the gate's)
-    h: float  # its activation h_n
-    write: float  # |h_n v_n|
+    h: float  # its activation u_n (the views write u: h is the residual stream; the key keeps its name)
+    write: float  # |u_n v_n|
     promotes: list[str] | None  # the tokens whose logit its write raises most (None: post-norm); a lone byte as \\xe2
     promote_by: list[float] | None
     demotes: list[str] | None  # the tokens whose logit it lowers most
@@ -733,18 +734,18 @@ class FfnResult:
     tokens: list[str]
     layer: int
     at: int  # the position shown
-    hidden: str  # the formula of the hidden layer h, as the part states it
+    hidden: str  # the formula of the hidden layer u, as the part states it
     pre_name: str  # the formula of the pre-activation: "xW_1 + b_1" (SwiGLU: its gate's, "xW_g")
-    below_zero: str  # what an h_n below 0 means for this part
+    below_zero: str  # what a u_n below 0 means for this part
     width: int  # hidden units
-    positive: int  # units with h_n > 0
-    negative: int  # units with h_n < 0
-    lowest: float  # the most negative h_n
-    total_write: float  # sum_n |h_n v_n|
+    positive: int  # units with u_n > 0
+    negative: int  # units with u_n < 0
+    lowest: float  # the most negative u_n
+    total_write: float  # sum_n |u_n v_n|
     out_size: float  # |FFN(x)|
     units: list[FfnUnit]  # the units with the largest writes, largest first
-    out_diff: float  # max |sum_n h_n v_n + b - the block's FFN output|
-    out_bias: bool  # the output matrix has a bias b (False: bias=off, FFN(x) = sum_n h_n v_n)
+    out_diff: float  # max |sum_n u_n v_n + b - the block's FFN output|
+    out_bias: bool  # the output matrix has a bias b (False: bias=off, FFN(x) = sum_n u_n v_n)
     no_tokens: str | None = None  # why no unit's tokens are shown (post-norm, residual=off); None: they are
     dropped: int = 0
     unit: str = "character"
@@ -801,18 +802,19 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     i = result.at
     say(console, f"feed-forward of block {result.layer} at position {i} {quoted(result.tokens[i])} of "
                  f"{quoted_end(result.prompt, 48)}", "bold")
-    rebuilt = "sum_n h_n v_n" + (" + b" if result.out_bias else "")  # no b where the output matrix has no bias
-    # b said, beside b_1 (or b_g) in h's formula: the part does not state what its own formulas call the output
-    # bias (:shapes' b_2, SwiGLU's b_d), so the view names it by its role
+    rebuilt = "sum_n u_n v_n" + (" + b" if result.out_bias else "")  # no b where the output matrix has no bias
+    # u, not h: h is the residual stream in every other view. b said, beside b_1 (or b_g) in u's formula: the part
+    # does not state what its own formulas call the output bias (:shapes' b_2, SwiGLU's b_d), so the view names it by
+    # its role
     bias = " and b its bias" if result.out_bias else ""
-    note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = {rebuilt}, v_n the column n of "
+    note(console, f"u = {result.hidden}: {result.width} hidden units; FFN(x) = {rebuilt}, v_n the column n of "
                   f"the output matrix{bias}: each unit adds its own vector, scaled by how much it fires")
     negative = (f"{result.negative} below 0, the lowest {result.lowest:.3f}" if result.negative else "none below 0")
     # the rest are exactly 0: ReLU's for every negative input, and GELU's far left, which float32 rounds to 0 (the
     # counts summed to 511 of 512 with nothing said of the one)
     zero = result.width - result.positive - result.negative
     negative += f", {zero} at exactly 0" if zero else ""
-    say(console, f"firing (h_n > 0): {result.positive} of {result.width} ({result.positive / result.width:.0%}); "
+    say(console, f"firing (u_n > 0): {result.positive} of {result.width} ({result.positive / result.width:.0%}); "
                  f"{negative} ({result.below_zero})")
     tied = result.units and result.units[0].promotes is not None
     rows = []
@@ -822,7 +824,7 @@ def render_ffn(result: FfnResult, console: Console) -> None:
         rows.append([str(u.index), f"{u.pre:+.3f}", f"{u.h:+.3f}", f"{u.write:.3f}",
                      f"{u.write / max(result.total_write, 1e-12):.1%}", Text(up, style="green"),
                      Text(down, style="red")])
-    names = ["unit n", result.pre_name.replace(" ", ""), "h_n", "|h_n v_n|", "share", "raises the logit of", "lowers"]
+    names = ["unit n", result.pre_name.replace(" ", ""), "u_n", "|u_n v_n|", "share", "raises the logit of", "lowers"]
     optional = ("share", names[1], "lowers", "raises the logit of") if tied else ("share", names[1])
     if not tied:
         names, rows = names[:5], [row[:5] for row in rows]
@@ -834,10 +836,10 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     listed = sum(u.write for u in result.units)
     these = "this 1 unit writes" if len(result.units) == 1 else f"these {len(result.units):,} units write"
     say(console, f"{these} {listed / max(result.total_write, 1e-12):.0%} of "
-                 f"sum_n |h_n v_n| = {result.total_write:.2f}; the sum itself has length |FFN(x)| = "
+                 f"sum_n |u_n v_n| = {result.total_write:.2f}; the sum itself has length |FFN(x)| = "
                  f"{result.out_size:.2f}" + _cancelling(result.out_size / max(result.total_write, 1e-12)))
     if "share" in shown:
-        note(console, f"share: the unit's |h_n v_n| as a part of sum_n |h_n v_n| over all {result.width} units")
+        note(console, f"share: the unit's |u_n v_n| as a part of sum_n |u_n v_n| over all {result.width} units")
     if tied:  # said where the width left the tokens' columns out too (the caption names them): what they would show
         tokens = "raises/lowers" if "lowers" in shown or "raises the logit of" not in shown else "raises"
         note(console, f"{tokens}: the logits each write moves most, read through the final norm frozen at this input "
@@ -849,7 +851,7 @@ def render_ffn(result: FfnResult, console: Console) -> None:
 
 
 def _angle(angle: float) -> str:
-    """A pair's turn (j - i)θ_m in radians: 3 decimals, and a slow pair's turn under 0.0005 in e-notation with its
+    """A pair's turn (j - i)θ_c in radians: 3 decimals, and a slow pair's turn under 0.0005 in e-notation with its
     sign (it showed "-0.000", and "+0.000" would give the turns of a key before the query the wrong sign)."""
     return fmt.signed(angle) if angle == 0 or round(angle, 3) else f"{angle:+.1e}"
 
@@ -1007,8 +1009,14 @@ def render_kv(result: KvResult, console: Console) -> None:
     # where the cache ran as many positions as the naive loop (a prompt past the window refills it every step), it
     # saved nothing to be slow about: "so few positions" was said of 192 positions run both ways
     same = cached >= naive
+    # a cache slower than the loop without it was explained as if it had been faster ("a step over so few positions
+    # costs mostly...", beside "0.4x"): where it was not faster, that is said first, and why a short run can show it
     why = (": the cache ran as many positions as the loop without it, so it saved no arithmetic, and the two times "
            "differ by its bookkeeping and the machine's noise" if same and faster < 1 else
+           ": the cache was not faster in this one short run: over so few positions the time is mostly the "
+           "machine's noise and costs that do not grow with them (every weight read once a step, fixed overheads). The "
+           "cached loop runs one new position a step where the loop without it runs them all again, so a larger "
+           f"{option('n')} shows the difference" if faster < 1 else
            ": a step over so few positions costs mostly what does not grow with them (every weight read once, "
            "fixed overheads), not arithmetic per position" if faster < 0.7 * naive / max(cached, 1) else "")
     note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "

@@ -31,7 +31,7 @@ from .inside import listening, one_sequence
 
 @dataclass
 class Part:
-    name: str  # "embed", "head 1.2", "ffn 0", "attention biases"
+    name: str  # "embed", "head 1.2", "ffn 0", "output biases b^O"
     kind: str  # embed | head | ffn | bias (the feed-forward, the MLP of other texts)
     layer: int | None  # the block it belongs to (None: the embedding, or every block's biases)
     head: int | None
@@ -80,8 +80,10 @@ def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Pa
         if attn.out_proj.bias is not None and i not in skipped:
             bias = attn.out_proj.bias if bias is None else bias + attn.out_proj.bias
         parts.append((Part(f"ffn {i}", "ffn", i, None, 0.0), seen[f"ffn.{i}"][0, position]))
-    if bias is not None:  # W^O's bias is added whatever the heads do: one part for every block's
-        parts.append((Part("attention biases", "bias", None, None, 0.0), bias.detach()))
+    # W^O's bias is added whatever the heads do: one part for every block's. Attention's other biases are not in it:
+    # b^V goes through A (each row sums to 1) and W^O into each head's row, b^Q and b^K move only the pattern
+    if bias is not None:
+        parts.append((Part("output biases b^O", "bias", None, None, 0.0), bias.detach()))
     return parts
 
 

@@ -27,19 +27,19 @@ __all__ = ["Neurons", "ReLUSquared", "SwiGLU", "activation_formula", "below_zero
 
 @dataclass(frozen=True)
 class Neurons:
-    """What a feed-forward part tells the neuron view (`:ffn`) about itself: FFN(x) = h W_out^T + b_out.
+    """What a feed-forward part tells the neuron view (`:ffn`) about itself: FFN(x) = u W_out^T + b_out.
 
     `pre` is the module whose output is each hidden unit's pre-activation (SwiGLU: its gate's); `out`
-    the output projection, whose input is the hidden layer h and whose column n, v_n, is what unit n
-    writes into the residual stream per unit of h_n, so FFN(x) = sum_n h_n v_n + b_out; `hidden`
-    the formula of h.
+    the output projection, whose input is the hidden layer u (not h: h is the residual stream) and whose
+    column n, v_n, is what unit n writes into the residual stream per unit of u_n, so
+    FFN(x) = sum_n u_n v_n + b_out; `hidden` the formula of u.
     """
 
     pre: nn.Module
     out: nn.Linear
     hidden: str
     pre_name: str  # how a formula writes the pre-activation: "xW_1 + b_1", "xW_g"
-    below_zero: str  # what a negative h_n means for this activation
+    below_zero: str  # what a negative u_n means for this activation
 
 
 class ReLUSquared(nn.Module):
@@ -103,10 +103,11 @@ class SwiGLU(nn.Module):
                        below_zero=f"the gate's SiLU times {up}: either sign, as {up.strip('()')} has")
 
     def symbols(self) -> dict[str, tuple[int, str | None]]:
-        return {"d_h": (self.gate_proj.out_features, "SwiGLU hidden, int(2 * d_ff / 3)")}
+        # d_hid, not d_h: most texts write d_h for a head's width, d_k here
+        return {"d_hid": (self.gate_proj.out_features, "SwiGLU hidden, int(2 * d_ff / 3)")}
 
     def steps(self) -> dict[str, Step]:
-        hidden, model = ("B", "T", "d_h"), ("B", "T", "d")
+        hidden, model = ("B", "T", "d_hid"), ("B", "T", "d")
         gate, up, out = self._terms()
         width = f"(hidden {self.down_proj.in_features} = int(2 * d_ff / 3))"
         return {

@@ -250,10 +250,10 @@ class RopeKey:
 
 @dataclass
 class RopePair:
-    """One pair (2m, 2m+1) of the head's features: its frequency, and its share of q . k for the key shown."""
+    """One pair (2c, 2c+1) of the head's features: its frequency, and its share of q . k for the key shown."""
 
-    m: int
-    theta: float  # the angle it turns a position: base^(-2m / head_dim)
+    m: int  # the pair's index c (the views write c: m read as the mask M beside it in :shapes)
+    theta: float  # the angle it turns a position: base^(-2c / head_dim)
     wavelength: float  # 2 pi / theta: positions for a full turn
     angle: float  # (j - i) theta for the key shown, in radians
     share: float  # its term of R(i) q . R(j) k (the terms add up to the score)
@@ -264,7 +264,7 @@ class RopePair:
 class RopeWorked:
     """RoPE in one head at one query position i, worked out by hand in float64.
 
-    RoPE rotates each pair (x_2m, x_2m+1) of a head's q and k by pos * theta_m. A rotation keeps
+    RoPE rotates each pair (x_2c, x_2c+1) of a head's q and k by pos * theta_c. A rotation keeps
     lengths, and R(a)^T R(b) = R(b - a), so R(i) q . R(j) k = q . R((j - i) theta) k: the score
     depends on the distance i - j only. The view reads q and k as the rotation receives them (after
     qk_norm where the model has it) and redoes the rotation; `model_diff` checks it against the
@@ -278,7 +278,7 @@ class RopeWorked:
     kv_head: int  # the key head this query head reads (itself; under GQA/MQA its group's)
     at: int  # the query position i
     head_dim: int
-    base: float  # theta_m = base^(-2m / head_dim)
+    base: float  # theta_c = base^(-2c / head_dim)
     keys: list[RopeKey]  # every key j <= i
     shown: int  # the key whose pairs are listed: the earlier key with the largest rotated score (at 0: itself)
     pairs: list[RopePair]
@@ -289,7 +289,7 @@ class RopeWorked:
 
 
 def _rotate(x: torch.Tensor, positions: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-    """x (..., D) at `positions` (...,): each pair (x_2m, x_2m+1) turned by position * theta_m (the paper's pairs)."""
+    """x (..., D) at `positions` (...,): each pair (x_2c, x_2c+1) turned by position * theta_c (the paper's pairs)."""
     angle = in_float64(positions[..., None]) * theta  # (..., D/2)
     even, odd = x[..., 0::2], x[..., 1::2]
     out = torch.empty_like(x)
@@ -604,13 +604,13 @@ def norm_worked(model: nn.Module, idx, layer: int = 0, which: str = "ln_1", at: 
 # --- the feed-forward's hidden units at one position -------------------------------------------------
 @dataclass
 class Neuron:
-    """One hidden unit n of a feed-forward part at one position: FFN(x) = sum_n h_n v_n + b_out."""
+    """One hidden unit n of a feed-forward part at one position: FFN(x) = sum_n u_n v_n + b_out."""
 
     index: int
     pre: float  # its pre-activation (x W_1 + b_1)_n (SwiGLU: the gate's, (x W_g)_n)
-    h: float  # its activation h_n, what the output projection reads
-    write: float  # |h_n v_n|: the length of what it adds to the residual stream
-    promotes: list[int] | None  # the tokens whose logit h_n v_n raises most (None: a post-norm model)
+    h: float  # its activation u_n (the views' u: h is the stream), what the output projection reads
+    write: float  # |u_n v_n|: the length of what it adds to the residual stream
+    promotes: list[int] | None  # the tokens whose logit u_n v_n raises most (None: a post-norm model)
     promote_by: list[float] | None  # by how much, read through the final norm frozen at this input
     demotes: list[int] | None  # the tokens whose logit it lowers most
     demote_by: list[float] | None
@@ -623,16 +623,16 @@ class FeedForwardNeurons:
     at: int
     hidden: str  # the formula of h, as the part states it: "GELU(xW_1 + b_1)"
     pre_name: str  # the formula of the pre-activation: "xW_1 + b_1" (SwiGLU: "xW_g", its gate's)
-    below_zero: str  # what an h_n below 0 means for this part, as it states it
+    below_zero: str  # what a u_n below 0 means for this part, as it states it
     width: int  # hidden units
-    positive: int  # units with h_n > 0
-    negative: int  # units with h_n < 0 (GELU and SiLU let small negatives through; ReLU never)
-    lowest: float  # the most negative h_n
-    total_write: float  # sum_n |h_n v_n|
-    out_size: float  # |FFN(x)| = |sum_n h_n v_n + b_out|: below total_write where the writes cancel
-    neurons: list[Neuron]  # the `top` units with the largest |h_n v_n|, largest first
-    out_diff: float  # max |sum_n h_n v_n + b_out - the block's FFN output|: rounding
-    out_bias: bool  # the output matrix has a bias b_out (False: bias=off, FFN(x) = sum_n h_n v_n)
+    positive: int  # units with u_n > 0
+    negative: int  # units with u_n < 0 (GELU and SiLU let small negatives through; ReLU never)
+    lowest: float  # the most negative u_n
+    total_write: float  # sum_n |u_n v_n|
+    out_size: float  # |FFN(x)| = |sum_n u_n v_n + b_out|: below total_write where the writes cancel
+    neurons: list[Neuron]  # the `top` units with the largest |u_n v_n|, largest first
+    out_diff: float  # max |sum_n u_n v_n + b_out - the block's FFN output|: rounding
+    out_bias: bool  # the output matrix has a bias b_out (False: bias=off, FFN(x) = sum_n u_n v_n)
     no_tokens: str | None = None  # why the units' tokens are not read (post-norm, residual=off): None when they are
 
 
@@ -641,7 +641,7 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     """Block `layer`'s feed-forward part at position `at`, as a sum of its hidden units' writes.
 
     The part says which of its modules make the pre-activation and the output (`neurons()`), one
-    listening pass reads them, and the output is rebuilt as sum_n h_n v_n + b_out. What a unit's
+    listening pass reads them, and the output is rebuilt as sum_n u_n v_n + b_out. What a unit's
     write does to the logits is read as :attrib reads a part: through the final norm frozen at this
     input's scale, then the output head (pre-norm models only).
     """
@@ -677,7 +677,7 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     pre, h, out = seen["pre"], seen["h"], seen["out"]
     values = in_float64(parts.out.weight).cpu()  # (d, hidden): column n is v_n
     bias = in_float64(parts.out.bias).cpu() if parts.out.bias is not None else torch.zeros(values.shape[0])
-    writes = h[None, :] * values  # (d, hidden): column n is h_n v_n
+    writes = h[None, :] * values  # (d, hidden): column n is u_n v_n
     sizes = writes.norm(dim=0)
     rebuilt = writes.sum(dim=1) + bias
     chosen = sizes.argsort(descending=True)[: min(top, len(sizes))]

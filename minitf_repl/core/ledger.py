@@ -12,10 +12,11 @@ and layer (from the config). T is the full sequence: the explicit path computes 
 score matrix, masked half included. Norms, softmax, activations and embedding lookups are left out
 (they are O(d) per token, not O(d^2)). Training is taken as 3 x forward (the backward pass computes
 two products per forward product: the input's gradient and the weight's); "6N" (6 x parameters x
-tokens) is the usual shorthand, shown for comparison: it counts the embedding table, which costs no
-FLOPs as a lookup, and leaves out attention's T-dependent products. Its N is the parameters a token
-runs through: all of them, less a mixture's experts the token is not routed to (the part says how
-many, `idle_parameters()`), as the rule is used for sparse models.
+tokens) is the usual shorthand, shown for comparison: it leaves out attention's T-dependent products.
+Its N is the parameters a token's matrix products use: all of them, less the tables a token only looks
+up (the learned position table, an untied token embedding; a tied one is the head's matrix and counts)
+and a mixture's experts the token is not routed to (the part says how many, `idle_parameters()`), as
+the rule is used for sparse models.
 
 A mixture of experts counts the router and, per token, experts_per_token experts' Linears: a token
 runs only the experts it is routed to, so the parameters grow with n_experts and the FLOPs do not
@@ -65,7 +66,10 @@ class Ledger:
     forward_flops_per_step: int  # x batch_size * seq_len tokens
     training_flops_per_step: int  # 3 x forward: forward, then backward for inputs and weights
     six_n_flops_per_step: int  # 6 * six_n_params * tokens, the usual rule of thumb
-    six_n_params: int  # the rule's N: the parameters a token runs through (n_params less experts it is not sent to)
+    # the rule's N: the parameters a token's matrix products use (n_params less lookup_params and the experts a token
+    # is not sent to)
+    six_n_params: int
+    lookup_params: int  # in tables a token only looks up, no product multiplies by (the position table): not in N
     # Muon's Newton-Schulz on every block matrix, each step, whatever the batch (0 for AdamW: its update is
     # elementwise, no product); on the path the device takes (bfloat16, or float32's Gram matrices for wide ones)
     optimizer_flops_per_step: int
@@ -139,10 +143,20 @@ def attention_flops_per_token(config, seq_len: int) -> int:
 
 
 def active_parameters(model: nn.Module, n_params: int) -> int:
-    """The parameters a token runs through: `n_params` less those a part says a token does not run (a mixture
-    of experts: the experts it is not routed to)."""
+    """The parameters a token's matrix products use: `n_params` less the tables it only looks up
+    (lookup_parameters) and those a part says a token does not run (a mixture of experts: the experts it is
+    not routed to)."""
     idle = [getattr(m, "idle_parameters", None) for m in model.modules()]
-    return n_params - sum(f() for f in idle if callable(f))
+    return n_params - lookup_parameters(model) - sum(f() for f in idle if callable(f))
+
+
+def lookup_parameters(model: nn.Module) -> int:
+    """Parameters of embedding tables that no Linear multiplies by: a lookup reads one row and costs no FLOPs, so
+    the 6N rule's N leaves them out (the learned position table; the token embedding where it is untied; a tied
+    one is the head's matrix, a product every token runs)."""
+    multiplied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    return sum(m.weight.numel() for m in model.modules()
+               if isinstance(m, nn.Embedding) and id(m.weight) not in multiplied)
 
 
 def activation_floats_per_token(model: nn.Module, seq_len: int) -> int:
@@ -200,6 +214,7 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
         training_flops_per_step=3 * forward * tokens,
         six_n_flops_per_step=6 * active * tokens,
         six_n_params=active,
+        lookup_params=lookup_parameters(model),
         optimizer_flops_per_step=optimizer_flops,
         muon_matrices=len(muon),
         weight_bytes=weight_bytes,

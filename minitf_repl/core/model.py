@@ -221,15 +221,16 @@ class MultiHeadSelfAttention(nn.Module):
         return self.n_kv_heads != self.n_heads
 
     def symbols(self) -> dict[str, tuple[int, str | None]]:
-        out = {"h": (self.n_heads, "heads"), "d_k": (self.head_dim, "d/h")}
+        # n_h, not h: h is the residual stream in every view (the legend said "h=4 heads" above "h the stream")
+        out = {"n_h": (self.n_heads, "heads"), "d_k": (self.head_dim, "d/n_h")}
         if self.grouped:
-            out["h_kv"] = (self.n_kv_heads, "key/value heads")
-            out["h_kv·d_k"] = (self.n_kv_heads * self.head_dim, None)  # the width of K and V
+            out["n_kv"] = (self.n_kv_heads, "key/value heads")
+            out["n_kv·d_k"] = (self.n_kv_heads * self.head_dim, None)  # the width of K and V
         return out
 
     def steps(self) -> dict[str, Step]:
-        model, heads, scores = ("B", "T", "d"), ("B", "h", "T", "d_k"), ("B", "h", "T", "T")
-        kv_heads = ("B", "h_kv", "T", "d_k") if self.grouped else heads
+        model, heads, scores = ("B", "T", "d"), ("B", "n_h", "T", "d_k"), ("B", "n_h", "T", "T")
+        kv_heads = ("B", "n_kv", "T", "d_k") if self.grouped else heads
         # With bias=on each projection adds its b (the trace wrote Q = HW^Q for a q_proj that learns one)
         b = {name: "" if getattr(self, f"{name}_proj").bias is None else f" + b^{name.upper()}" for name in "qkv"}
         b_out = "" if self.out_proj.bias is None else " + b^O"
@@ -238,9 +239,9 @@ class MultiHeadSelfAttention(nn.Module):
             "q_proj": Step(f"Q = HW^Q{b['q']}", model),
             "k_proj": Step(f"K = HW^K{b['k']}", model),
             "v_proj": Step(f"V = HW^V{b['v']}", model),
-            "hook_q": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
-            "hook_k": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
-            "hook_v": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
+            "hook_q": Step("split heads: (B, T, d) -> (B, n_h, T, d_k)", heads),
+            "hook_k": Step("split heads: (B, T, d) -> (B, n_h, T, d_k)", heads),
+            "hook_v": Step("split heads: (B, T, d) -> (B, n_h, T, d_k)", heads),
             "hook_scores": Step("S = QK^T / sqrt(d_k)", scores),
             "hook_masked_scores": Step(f"S + M ({mask})", scores),
             "hook_weights": Step("A = softmax(S + M)", scores),
@@ -249,29 +250,29 @@ class MultiHeadSelfAttention(nn.Module):
             # one says what it computed
             "hook_weighted": Step(f"O = softmax(QK^T / sqrt(d_k) + M)V ({mask}), one fused kernel (attention=sdpa: "
                                   "S and A are never stored)" if self.use_sdpa else "O = AV", heads),
-            "hook_merged": Step("Concat(heads): (B, h, T, d_k) -> (B, T, d)", model),
+            "hook_merged": Step("Concat(heads): (B, n_h, T, d_k) -> (B, T, d)", model),
             "out_proj": Step(f"Concat(heads) W^O{b_out}", model),
             "resid_dropout": Step("dropout", model, idle=True),
         }
-        if self.grouped:  # K and V have h_kv heads of their own, repeated to h for the scores
+        if self.grouped:  # K and V have n_kv heads of their own, repeated to n_h for the scores
             h, kv, group = self.n_heads, self.n_kv_heads, self.n_heads // self.n_kv_heads
             for name in ("k", "v"):
                 big = name.upper()
-                steps[f"{name}_proj"] = Step(f"{big} = HW^{big}{b[name]} (h_kv = {kv} of h = {h} heads: "
-                                             "d -> h_kv·d_k)",
-                                             ("B", "T", "h_kv·d_k"), model)
-                steps[f"hook_{name}"] = Step("split heads: (B, T, h_kv·d_k) -> (B, h_kv, T, d_k)", kv_heads)
-                steps[f"hook_{name}_rep"] = Step(f"{big}: each of the h_kv heads serves {group} query heads: "
-                                                 "(B, h_kv, T, d_k) -> (B, h, T, d_k)", heads)
+                steps[f"{name}_proj"] = Step(f"{big} = HW^{big}{b[name]} (n_kv = {kv} of n_h = {h} heads: "
+                                             "d -> n_kv·d_k)",
+                                             ("B", "T", "n_kv·d_k"), model)
+                steps[f"hook_{name}"] = Step("split heads: (B, T, n_kv·d_k) -> (B, n_kv, T, d_k)", kv_heads)
+                steps[f"hook_{name}_rep"] = Step(f"{big}: each of the n_kv heads serves {group} query heads: "
+                                                 "(B, n_kv, T, d_k) -> (B, n_h, T, d_k)", heads)
         if self.q_norm is not None:
             steps["q_norm"] = Step(self.q_norm.formula("q", " per head"), heads)
             steps["k_norm"] = Step(self.k_norm.formula("k", " per head"), kv_heads)
         if self.rope is not None:
-            # the step hands on q and k; its shape column is q's, and grouped k has h_kv heads of its own
-            k_shape = f" (q shown; k is (B, h_kv, T, d_k), h_kv = {self.n_kv_heads})" if self.grouped else ""
+            # the step hands on q and k; its shape column is q's, and grouped k has n_kv heads of its own
+            k_shape = f" (q shown; k is (B, n_kv, T, d_k), n_kv = {self.n_kv_heads})" if self.grouped else ""
             steps["rope"] = Step(f"RoPE: rotate q, k by position (base {self.rope.base:g}){k_shape}", heads)
-            steps["hook_q_rot"] = Step("q rotated: pair i turned by pos * base^(-2i/d_k)", heads)
-            steps["hook_k_rot"] = Step("k rotated: pair i turned by pos * base^(-2i/d_k)", kv_heads)
+            steps["hook_q_rot"] = Step("q rotated: pair c turned by pos * base^(-2c/d_k)", heads)
+            steps["hook_k_rot"] = Step("k rotated: pair c turned by pos * base^(-2c/d_k)", kv_heads)
         return steps
 
     def activation_floats(self, seq_len: int, dropout: bool) -> int:
@@ -403,20 +404,22 @@ class TransformerBlock(nn.Module):
 
     def steps(self) -> dict[str, Step]:
         model = ("B", "T", "d")
-        skip = "x + " if self.residual else ""  # residual=off: no "x +", the output replaces the stream
+        # x is the stream the block reads and x' the stream after attention (hook_resid_mid), which the second half
+        # reads: "x + FFN(LN(x))" read as the block's input plus its FFN, attention left out
+        skip, skip_mid = ("x + ", "x' + ") if self.residual else ("", "")  # residual=off: the output replaces it
         norm_1, norm_2 = self.ln_1.label, self.ln_2.label  # LN, RMSNorm: the norm the model has, by its own name
         if self.post_norm:  # the norm comes after the residual add
             return {
                 "ln_1": Step(self.ln_1.formula(f"{skip}Attention(x)", " (post-norm)"), model),
-                "ln_2": Step(self.ln_2.formula(f"{skip}FFN(x)", " (post-norm)"), model),
+                "ln_2": Step(self.ln_2.formula(f"{skip_mid}FFN(x')", " (post-norm)"), model),
                 "hook_resid_mid": Step(f"{norm_1}({skip}Attention(x))", model),
-                "hook_resid_post": Step(f"{norm_2}({skip}FFN(x))", model),
+                "hook_resid_post": Step(f"{norm_2}({skip_mid}FFN(x'))", model),
             }
         return {
             "ln_1": Step(self.ln_1.formula("x"), model),
-            "ln_2": Step(self.ln_2.formula("x"), model),
+            "ln_2": Step(self.ln_2.formula("x'"), model),
             "hook_resid_mid": Step(f"{skip}Attention({norm_1}(x))", model),
-            "hook_resid_post": Step(f"{skip}FFN({norm_2}(x))", model),
+            "hook_resid_post": Step(f"{skip_mid}FFN({norm_2}(x'))", model),
         }
 
     def activation_floats(self, seq_len: int, dropout: bool) -> int:
@@ -744,7 +747,7 @@ class MiniTransformerLM(nn.Module):
         """What the letters of the formulas stand for, in reading order: {symbol: (size, meaning)}.
 
         `batch` and `length` are B and T of the input read. Every block is built alike, so the first
-        one speaks for all; a symbol whose meaning is None is a product of others (h_kv·d_k).
+        one speaks for all; a symbol whose meaning is None is a product of others (n_kv·d_k).
         """
         return {"B": (batch, "batch"), "T": (length, "positions"), "d": (self.config.d_model, "width"),
                 **self.blocks[0].symbols(), "V": (self.config.vocab_size, "vocab")}

@@ -27,7 +27,7 @@ class Probe(nn.Identity):
 class Step:
     """What a part says about one of its steps, for `:shapes`.
 
-    `shape` names the output's axes with the model's symbols (`("B", "h", "T", "d_k")`, see the
+    `shape` names the output's axes with the model's symbols (`("B", "n_h", "T", "d_k")`, see the
     model's `symbols()`); `input` names the input's where they differ (a projection, a split); empty:
     the step's shapes are shown as numbers. `idle`: the step does nothing at inference (dropout).
     """
