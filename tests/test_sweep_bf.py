@@ -120,7 +120,7 @@ def test_ffn_counts_every_unit_firing_below_or_at_zero(activation):
     words = plain(result, width=200)
     zero = result.width - result.positive - result.negative
     assert zero == 0 or f"{zero} at exactly 0" in words, words  # ReLU's zeros went unsaid: 511 of 512 accounted
-    said = re.search(r"firing \(h_n > 0\): (\d+) of (\d+)", words)
+    said = re.search(r"firing \(u_n > 0\): (\d+) of (\d+)", words)
     assert said and int(said.group(1)) == result.positive
     if activation == "relu":
         assert zero > 0 and "none below 0" in words
