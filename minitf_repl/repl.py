@@ -605,7 +605,8 @@ def completion_bindings() -> KeyBindings:
 
 # --- the interactive loop ----------------------------------------------------------------------
 def toolbar_text(session, width: int | None = None) -> str:
-    """The bottom toolbar: device, size, step, losses, data; within `width` columns where given.
+    """The bottom toolbar: device, size, step, the parts ablated and the int8 copy while on, losses, data; within
+    `width` columns where given.
 
     Each loss is named, so the toolbar's numbers compare with what :load, :ls and :train show (a
     loaded model's val loss used to sit beside the toolbar's train loss, both called "loss"). A data
@@ -631,12 +632,20 @@ def toolbar_text(session, width: int | None = None) -> str:
     # the shorter lines keep the val loss's step while they can: at 80 columns the medium line was 81 long, and the
     # next one dropped "(step 350)" where it could have dropped the labels alone
     short_at = f"val {val}{at}" if val else short
-    candidates = [f" device {st.device} | {params} | step {st.step:,} | {both or 'loss -'} | data {data} ",
-                  f" device {st.device} | {params} | step {st.step:,} | {one} | data {data} ",
-                  f" {st.device} | {params} | step {st.step:,} | {short_at} | {data} ",
-                  f" {st.device} | {params} | step {st.step:,} | {short} | {data} ",
-                  f" step {st.step:,} | {short_at} | {data} ",
-                  f" step {st.step:,} | {short} | {data} "]  # 40-60 columns: :config and :device say the rest
+    # Every view and :gen run on the ablated model, and :gen samples the int8 copy: the bar says so while either is
+    # on, after the step (what the model is). The parts off are named while they fit (the device and the size go
+    # first: :config and :device say them), then the first of them with a count, then the word alone.
+    parts = list(st.ablated)
+    ablated = ([f" | ablated: {', '.join(parts)}"] + ([f" | ablated: {parts[0]} +{len(parts) - 1}"] if len(parts) > 1
+                                                      else []) + [" | ablated"]) if parts else [""]
+    marks = [mark + (" | int8" if st.int8 else "") for mark in ablated]
+    candidates = [line for mark in marks for line in (
+        f" device {st.device} | {params} | step {st.step:,}{mark} | {both or 'loss -'} | data {data} ",
+        f" device {st.device} | {params} | step {st.step:,}{mark} | {one} | data {data} ",
+        f" {st.device} | {params} | step {st.step:,}{mark} | {short_at} | {data} ",
+        f" {st.device} | {params} | step {st.step:,}{mark} | {short} | {data} ",
+        f" step {st.step:,}{mark} | {short_at} | {data} ",
+        f" step {st.step:,}{mark} | {short} | {data} ")]  # 40-60 columns: :config and :device say the rest
     # measured in columns, not characters: a file named in Chinese takes two a character, and a line that fitted by
     # its length ran off the screen's edge, the name cut there with no sign of it
     fitting = next((c for c in candidates if width is None or cell_len(c) <= width), None)
@@ -644,10 +653,10 @@ def toolbar_text(session, width: int | None = None) -> str:
         return fitting
     # Not even the shortest fits (a long file name at 40 columns): the name's end stays, marked as cut, rather than
     # prompt-toolkit cutting the line at the screen's edge mid-name with no sign of it.
-    head = f" step {st.step:,} | {short} | "
+    head = f" step {st.step:,}{marks[-1]} | {short} | "
     room = width - cell_len(head) - 1
-    if room <= 1:
-        return head + " "
+    if room <= 1:  # no room for even "…" and a letter (40 columns, a part ablated and the int8 copy): the data goes
+        return head[:-2]
     end = len(data)
     while end > 0 and cell_len(data[end - 1:]) <= room - 1:  # the most of the name's end that fits after "…"
         end -= 1

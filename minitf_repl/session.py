@@ -85,6 +85,10 @@ class Status:
     val_step: int | None = None  # the step it was measured at (before `step` in a run stopped between evaluations)
     val_bpc: float | None = None  # that val loss in bits per character of the val text (text data only)
     accuracy: float | None = None  # a task's accuracy at that evaluation (held-out questions answered right)
+    # what every view and :gen runs on, where it is not the model the numbers above describe: the parts :ablate has
+    # switched off, and whether :gen samples :quantize's int8 copy
+    ablated: tuple[str, ...] = ()
+    int8: bool = False
 
 
 BUILD_NOTICE_PARAMETERS = 50_000_000  # a model of this many parameters takes seconds to build on a CPU: said first
@@ -658,6 +662,8 @@ class Session:
             val_step=evaluated.get("step") if evaluated else None,
             val_bpc=evaluated.get("val_bpc") if evaluated else None,
             accuracy=evaluated.get("accuracy") if evaluated else None,
+            ablated=tuple(str(a) for a in self.ablations),
+            int8=self.sampling_copy,
         )
 
     # The session that wrote the autosave this model was loaded from (`:load autosave`, `--load autosave`), or None:

@@ -248,12 +248,12 @@ def test_a_watched_curve_says_which_of_its_points_are_drawn_over():
               Curve("blocks.3", [0, 1, 2], [1, 1, 1], "✚", "green", joined=True)]
     cells = [[(0, 0), (1, 0), (2, 1)], [(0, 0), (1, 0), (2, 0)]]
     owner = {(0, 0): 1, (1, 0): 1, (2, 1): 0, (2, 0): 1}
-    assert hidden_under(0, curves, cells, owner) == " (2 of 3 points under ✚)"
+    assert hidden_under(0, curves, cells, owner) == " (2 of 3 points hidden under ✚)"
     assert hidden_under(1, curves, cells, owner) == ""
     loss = [Curve("train", [0, 1], [2, 1], "•", "cyan"), curves[1]]  # a loss chart's curve says nothing of a few
     assert hidden_under(0, loss, cells, owner) == ""
     owner[(2, 1)] = 1
-    assert hidden_under(0, curves, cells, owner) == " (under ✚)"
+    assert hidden_under(0, curves, cells, owner) == " (hidden under ✚)"
 
 
 # --- evaluation tools (a helper recomputed them with its own counters and decoding) ---------------------------------

@@ -30,8 +30,8 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
                       writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
-from .shared import (AUTOSAVES_KEPT, SaveResult, ablations_gone, keep_meanwhile, keep_trained_model, refuse_a_path,
-                     save_session, unseen_by)
+from .shared import (AUTOSAVES_KEPT, SaveResult, ablations_gone, keep_meanwhile, keep_trained_model, quantized_gone,
+                     refuse_a_path, save_session, unseen_by)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
@@ -80,7 +80,16 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
         # purpose (to compare with after training) loses nothing; one who thought the run's model was saved learns it.
         reporter.notice(f"this model has not trained yet: {name} holds its random initial weights "
                         f"({cmd('train')} first to save a trained one)")
+    if session.sampling_copy:
+        reporter.notice(int8_not_saved(name, restore(name)))
     return dataclasses.replace(saved, ablations=switched_off(session))
+
+
+def int8_not_saved(name: str, brought_back: str) -> str:
+    """What a save with :quantize's int8 copy on holds, in one line: a save said as with an ablation on, where the
+    model :gen samples is not the one written (the float32 weights are; the copy is made from them)."""
+    return (f"{name} holds the float32 weights, not the int8 copy ({cmd('quantize')}) that {cmd('gen')} samples: "
+            f"{cmd('quantize', 'int8')} after {brought_back} makes it again")
 
 
 def _no_model(name: str) -> UserError:
@@ -113,6 +122,8 @@ def _save_hf(session: Session, spec: str, folder, reporter: Reporter) -> SaveRes
     if session.untrained:  # written all the same (an architecture's check), but said: a :set that rebuilt the model
         # (the fix of a refused export) left random weights under a trained name
         reporter.notice("this model has not trained yet: the folder holds its random initial weights")
+    if session.sampling_copy:
+        reporter.notice(int8_not_saved("the folder", cmd("load", spec)))
     if session.model_config.dropout and not ARCHITECTURES[model_type].KEEPS_DROPOUT:  # the architecture says
         reporter.notice(f"dropout={session.model_config.dropout:g} is not in the folder: {NAMES[model_type]} drops no "
                         "sublayer's output (its attention_dropout alone), so transformers trains it without; the "
@@ -284,6 +295,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     kept_step, kept_why, kept = session.unsaved_step, _no_longer_in(session), _keep_unsaved(session, reporter)
     before, model_before = session.train_config, session.model_config
     off = [str(a) for a in session.ablations]  # hooks on the model the load replaces, said as :set and :data say it
+    quantized = session.sampling_copy  # :quantize's copy of that model, which goes with it
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     since = checkpoint.meta.get("data_since_step") or 0  # the model came to this data from other data of its vocabulary
     measured = checkpoint.meta.get("measured_since_step") or 0  # its function changed there (causal=on/off)
@@ -294,8 +306,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
     origin = checkpoint.meta.get("origin") or {}
     session.loaded_autosave_session = origin.get("session") if origin.get("kind") == "autosave" else None
-    if off:
-        reporter.notice(ablations_gone(off, "the loaded one"))
+    _said_gone(session, off, quantized, reporter)
     if (line := dtype_moved(name, trainer)) is not None:
         reporter.notice(line)
     if "dtype" in _changed(before, session.train_config):
@@ -320,6 +331,17 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         trained_dtype=trainer.trained_dtype, named=origin.get("kind") == "save",
         tokenizer=session.data.tokenizer.describe() if session.data.tokenizer.unit != "character" else None,
     )
+
+
+def _said_gone(session: Session, off: list[str], quantized: bool, reporter: Reporter) -> None:
+    """What a load did to the parts :ablate had switched off in the model it replaced (`off`) and to :quantize's int8
+    copy of it (`quantized`), said as :set and :data say it of a rebuild: the copy went without a word, and :gen
+    sampled the float32 model."""
+    trained = not session.untrained  # a checkpoint at step 875 (or weights from elsewhere): no "once it has trained"
+    if off:
+        reporter.notice(ablations_gone(off, "the loaded one", trained=trained))
+    if quantized:
+        reporter.notice(quantized_gone("the loaded one", trained=trained))
 
 
 def dtype_moved(name: str, trainer) -> str | None:
@@ -474,8 +496,10 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
         raise UserError(f"load of {spec} interrupted; nothing changed")
     kept_step, kept_why, kept = session.unsaved_step, _no_longer_in(session), _keep_unsaved(session, reporter)
     model_before = session.model_config
+    off, quantized = [str(a) for a in session.ablations], session.sampling_copy  # of the model that goes
     session.adopt(data_spec, data, model, trainer, weights_from=spec)
     session.last_checkpoint = None
+    _said_gone(session, off, quantized, reporter)
     # A folder holds no random state (a lab checkpoint brings its own): its stream starts from the seed, as a model
     # built here does, so its first :train (dropout's masks) is the same whatever the session did before the load.
     import torch

@@ -1094,6 +1094,9 @@ class ReportResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the page is that model's
     # a page was at the path that this session had not written (another session's, or one of before): it is replaced
     replaced_unseen: bool = False
+    # a page was at the path (this session's, or one that replaced_unseen names): `:report` alone wrote over
+    # ./report.html without a word
+    replaced: bool = field(default=False, metadata={"view_only": True})
 
 
 def complete_html(session) -> list[str]:
@@ -1234,7 +1237,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         sections.append((f"{shown} of " if shown < len(report.frames) else "")
                         + f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations,
-                        replaced_unseen=unseen)
+                        replaced_unseen=unseen, replaced=there is not None)
 
 
 def _page_identity(path) -> tuple[int, int, int] | None:
@@ -1277,6 +1280,9 @@ def render_report(result: ReportResult, console: Console) -> None:
     if result.replaced_unseen:  # as :save says it of a checkpoint: the other's page went without a word
         say(console, f"{result.path} held a page this session had not written (another session's, or an earlier "
                      "one's?): it is replaced", "yellow")
+    elif result.replaced:
+        note(console, f"replaced the earlier {os.path.basename(result.path)} "
+                      f"({cmd('report', 'NAME.html')} writes another page beside it)")
     note(console, "one self-contained file: open it in any browser, no network needed")
     if result.ablations:
         note(console, f"made with {', '.join(result.ablations)} switched off, as the page says: its attention, "

@@ -282,6 +282,9 @@ class SetResult:
     # the settings changed in place that the model reads (new_function, as built; the mask has its own words): the
     # same weights compute another function (a rope_base without rope changes nothing, and said nothing)
     read_anew: list = field(default_factory=list, metadata={"view_only": True})
+    # the settings changed in place that leave the function as it was (in_place, not new_function, as built: dropout,
+    # read by the training steps alone): "dropout: 0 -> 0.1" alone left it open whether the weights went
+    kept_in_place: list = field(default_factory=list, metadata={"view_only": True})
 
 
 def _set_params() -> list[Param]:
@@ -576,17 +579,21 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     was, now = current[ModelConfig].as_built(), model.as_built()
     read_anew = [spec.name for spec in ModelConfig.specs()
                  if spec.new_function and spec.name in changed and was[spec.name] != now[spec.name]]
+    kept_in_place = [spec.name for spec in ModelConfig.specs() if spec.in_place and not spec.new_function
+                     and spec.name in changed and spec.name not in model.unread()]  # unread: said so above
     architecture = rebuilt and not reading and any(key in PRESET_FIELDS for key in changed)
     preset = matching_preset(model) if "preset" in given or architecture else None
     if reading is None:
         return SetResult(changed, rebuilt, kept, preset, given=given, had_model=had_model, data=session.data_spec,
-                         model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew, **recipe)
+                         model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew,
+                         kept_in_place=kept_in_place, **recipe)
     tokenizer, data = reading
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
              "text" if tokenizer is not None else "a token per character")
     return SetResult(changed, rebuilt, kept, preset, had_model=had_model, tokenizer=words,
                      vocab_size=data.tokenizer.vocab_size, given=given, data=session.data_spec,
-                     model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew, **recipe)
+                     model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew,
+                     kept_in_place=kept_in_place, **recipe)
 
 
 def followed_recipe(result: SetResult) -> str | None:
@@ -880,6 +887,9 @@ def render_set(result: SetResult, console: Console) -> None:
         note(console, f"{' and '.join(read)} changed in place, the weights kept: "
                       f"{'a value' if len(read) == 1 else 'values'} the forward pass reads, so the same weights now "
                       f"compute another function ({score} shows what it makes of a text)")
+    if result.kept_in_place and result.had_model and not result.rebuilt:  # as norm_eps's line says it, above
+        note(console, f"{' and '.join(result.kept_in_place)} changed in place, the weights kept, and the function "
+                      f"they compute ({cmd('score')} scores a text as before)")
     if "causal" in result.changed:
         # another setting of the same :set may have rebuilt it; before the first model there are no weights to keep
         kept = ", the weights kept" if result.had_model and not result.rebuilt else ""
@@ -910,6 +920,9 @@ class DataResult:
     recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data
     spec: str = ""  # the data as :data and --data take it (sort:3, a file's path): the name alone drops the :3
     model_step: int | None = None  # a switch that kept the trained model (the same vocabulary): the step it is at
+    # the kept model's run had ended: the constant rate :train goes on at (its final one, capped by lr), as
+    # cmd_train decides it; None where it goes on with a stopped run, or there is no run
+    floor_rate: float | None = field(default=None, metadata={"view_only": True})
 
 
 def _held_out_only(data, reporter: Reporter) -> None:
@@ -955,8 +968,12 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         spec = lasting_spec(spec)
     rebuilt, kept, recipe_changes = switch_data(session, spec, data, reporter)
     step = session.trainer.step if session.has_model and not rebuilt else 0
+    floor = None
+    if step and session.trainer.run_remaining == 0 and (final := session.trainer.rate_to_continue()) is not None:
+        lr = session.train_config.lr  # never above the lr setting, as cmd_train caps it (with its tolerance)
+        floor = final if final <= lr * (1 + 1e-6) else lr
     return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec,
-                      model_step=step or None)
+                      model_step=step or None, floor_rate=floor)
 
 
 def render_kept(console: Console, kept: str | None) -> None:
@@ -1012,8 +1029,13 @@ def render_data(result: DataResult, console: Console) -> None:
         # the same vocabulary: the weights go on, as :train then does (step N in total); from the shell the session
         # ends with this command, and the line below says how a train takes the data
         if result.model_step and syntax() != SHELL:
+            floor = ""
+            if result.floor_rate is not None:  # a finished run's final rate, held: 96.6% on sort, 0% on reverse
+                floor = (f", at its last run's final rate of {result.floor_rate:.2e} held constant (that run's "
+                         f"schedule has ended); {cmd('train', schedule='new')} starts a fresh warm-up and decay "
+                         f"for {info.name}")
             note(console, f"the model trained to step {result.model_step:,} stays (the vocabulary is the same): "
-                          f"{cmd('train')} goes on training it on {info.name}")
+                          f"{cmd('train')} goes on training it on {info.name}{floor}")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
         note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "
                       f"with the command that reads it, e.g. {given_before('train', '--data', result.spec)}")

@@ -378,17 +378,22 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
     return rebuilt, kept, recipe_changes
 
 
-def quantized_gone() -> str:
-    """What a rebuild (:set, :data) did to :quantize's int8 copy of the old model, in one line."""
-    return (f"the int8 copy ({cmd('quantize')}) was of the old model and went with it: {cmd('gen')} samples the new "
-            f"one; {cmd('quantize', 'int8')} makes a copy of it once it has trained")
+def quantized_gone(new: str = "the new one", trained: bool = False) -> str:
+    """What a rebuild (:set, :data) or a load (`new`: "the loaded one") did to :quantize's int8 copy of the old model,
+    in one line. `trained`: the new model has trained (a loaded one may have), so a copy of it is worth making now;
+    a rebuilt one is at step 0, where a copy would sample random weights."""
+    when = "" if trained else " once it has trained"
+    return (f"the int8 copy ({cmd('quantize')}) was of the old model and went with it: {cmd('gen')} samples {new}; "
+            f"{cmd('quantize', 'int8')} makes a copy of it{when}")
 
 
-def ablations_gone(off: list[str], new: str = "the new one") -> str:
+def ablations_gone(off: list[str], new: str = "the new one", trained: bool = False) -> str:
     """What a rebuild (:set, :data) or a load (`new`: "the loaded one") did to the parts :ablate had switched off in
-    the old model, in one line."""
+    the old model, in one line. `trained`: the new model has trained (a checkpoint at step 875), so the parts may be
+    switched off in it now; "once it has trained" said of it was false."""
+    when = "in it again" if trained else "again once it has trained"
     return (f"{', '.join(off)} {'was' if len(off) == 1 else 'were'} switched off in the old model; {new} has "
-            f"every part on ({cmd('ablate', 'WHAT')} switches them off again once it has trained)")
+            f"every part on ({cmd('ablate', 'WHAT')} switches them off {when})")
 
 
 def recipe_line(spec: str, changes: dict) -> str:

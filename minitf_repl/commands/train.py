@@ -337,6 +337,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
     # the session goes back to where this :train began, settings included.
     snapshot = session.snapshot()
+    quantized = session.sampling_copy  # :quantize's copy of the weights this run changes: gone at its first step
     if train_config.seed != session.train_config.seed:  # a model that exists: what :set seed= says, said here too
         reporter.notice(seed_kept_line(train_config.seed))
     session.set_train_config(train_config)
@@ -450,6 +451,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise UserError(f"out of memory at step {failed_step}; the model, optimizer, run and settings "
                         f"are back where this training began. Lower {lower}, or use another device",
                         fix={"batch_size": smaller} if smaller else None) from None
+    if quantized and not session.sampling_copy:  # as a rebuild says it (quantized_gone): it went without a word
+        reporter.notice(f"the int8 copy ({cmd('quantize')}) was of the weights before this run and went with them: "
+                        f"{cmd('gen')} samples the float32 model; {cmd('quantize', 'int8')} again makes one of the "
+                        "new weights")
     # a stopped run gone on with the same view keeps what was watched before the stop; one stopped before its first
     # step (a quick Ctrl-C) watched no training, and leaves the frames :report and :plot show as they were
     if watcher is not None and summary.steps:

@@ -341,7 +341,7 @@ class ModelConfig(Settings):
                                 "rope (q and k rotated inside attention) or none", choices=POS_ENCODINGS)
     # A base, an eps and a top-k are read by the forward pass, never stored in a weight: a trained model takes a new
     # value in place (how a rope model trained at one base reads another), a new function of the same weights.
-    rope_base: float = setting(10000.0, "RoPE base: pair i of a head turns by pos * rope_base^(-2i/head_dim)",
+    rope_base: float = setting(10000.0, "RoPE base: pair c of a head turns by pos * rope_base^(-2c/head_dim)",
                                low=1.0, low_open=True, limit=1_000_000_000, in_place=True, new_function=True)
     norm: str = setting("layernorm", "normalisation: layernorm (centre and scale) or rmsnorm (scale only)",
                         choices=NORMS)
@@ -445,8 +445,9 @@ class ModelConfig(Settings):
         return [k for k in range(1, min(self.n_heads, 64) + 1) if self.n_heads % k == 0]
 
     def fitting_width(self) -> int:
-        """The d_model nearest this one that n_heads divides (into even head widths under rope)."""
-        step = self.n_heads * (2 if self.pos_encoding == "rope" else 1)
+        """The d_model nearest this one that n_heads divides into even head widths. Even under any position
+        encoding: `:set n_heads=3` offered d_model=129, an odd width whose heads of 43 rope cannot take."""
+        step = 2 * self.n_heads
         return max(step, round(self.d_model / step) * step)
 
     def check_together(self) -> None:

@@ -242,13 +242,14 @@ def hidden_under(k: int, curves: list[Curve], cells: list[list[tuple[int, int]]]
     if not over or (k in over and not curves[k].joined):
         return ""
     if k not in over:
-        return " (under " + " ".join(curves[j].glyph for j in sorted(over)) + ")"
+        return " (hidden under " + " ".join(curves[j].glyph for j in sorted(over)) + ")"
     points = list(dict.fromkeys(cells[k]))  # each cell once, a column's points drawn there together
     under = [cell for cell in points if owner[cell] != k]
     if not under:
         return ""
     glyphs = " ".join(curves[j].glyph for j in sorted({owner[cell] for cell in under}))
-    return f" ({len(under)} of {len(points)} points under {glyphs})"
+    # "hidden": "1 of 10 points under ▲" on a loss chart read as lower than ▲'s, where it is drawn over by them
+    return f" ({len(under)} of {len(points)} points hidden under {glyphs})"
 
 
 def legend_lines(entries: list[Text], width: int) -> Text:

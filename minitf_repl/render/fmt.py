@@ -59,15 +59,16 @@ def shape(dims) -> str:
 
 
 def size(n) -> str:
-    """Bytes in B under a KiB, else in KiB, MiB or GiB ("?" when unknown). Whole bytes under a KiB: 128 B read as
-    "0.1 KiB" made a line such as "0.1 KiB a token x 32 = 4.0 KiB" fail the reader's multiplication."""
+    """Bytes in B under 1,000, else in KiB, MiB or GiB ("?" when unknown). Whole bytes under a KiB: 128 B read as
+    "0.1 KiB" made a line such as "0.1 KiB a token x 32 = 4.0 KiB" fail the reader's multiplication. The next unit
+    from 1,000 of the one below: "1021.0 KiB" (an int8 copy of a small model) took four digits to say 1.0 MiB."""
     if n is None:
         return "?"
-    if n >= 2**30:
+    if n >= 1000 * 2**20:
         return f"{n / 2**30:.1f} GiB"
-    if n >= 2**20:
+    if n >= 1000 * 2**10:
         return f"{n / 2**20:.1f} MiB"
-    if n >= 2**10:
+    if n >= 1000:
         return f"{n / 2**10:.1f} KiB"
     return f"{n:,.0f} B"
 
