@@ -34,10 +34,11 @@ def quoted(token: str) -> str:
 
 
 def combining(ch: str) -> bool:
-    """Whether `ch` is a mark drawn on the character before it (an accent, U+0301)."""
+    """Whether `ch` is a mark drawn on the character before it: an accent (U+0301), or a vowel sign of an Indic script
+    (the ि of नि, which takes a column of its own but is written on its consonant: bare, it read as a letter)."""
     import unicodedata
 
-    return len(ch) == 1 and unicodedata.category(ch) in ("Mn", "Me")
+    return len(ch) == 1 and unicodedata.category(ch) in ("Mn", "Me", "Mc")
 
 
 PIECE_CELL = 16  # the most columns of a token a table's cell shows (GPT-2 has tokens of 64 dashes)
@@ -66,6 +67,42 @@ def columns(text: str) -> int:
 
     return sum(0 if unicodedata.category(ch) in ("Mn", "Me", "Cf") else 2 if unicodedata.east_asian_width(ch) in "WF"
                else 1 for ch in text)
+
+
+# Rich's cell_len is not used to lay out tokens: it counts a skin-tone modifier alone (🏽, U+1F3FB..1F3FF, which the
+# character tokenizer always splits from its 👋) and a spacing vowel sign (ि) as no column, where terminals (glibc's
+# wcwidth) give them 2 and 1, so every cell after one sat two columns left of its head. `columns` agrees with them.
+
+
+def fit_columns(text: str, width: int) -> str:
+    """`text` cut or padded with spaces to exactly `width` terminal columns (`columns`); a wide character that would
+    straddle the edge is left out for a space, and a mark after the last character kept stays on it."""
+    kept, used = [], 0
+    for ch in text:
+        w = columns(ch)
+        if used + w > width:
+            break
+        kept.append(ch)
+        used += w
+    return "".join(kept) + " " * (width - used)
+
+
+def first_cluster(shown: str) -> str:
+    """The first character of a token's visible text (`visible`) with the marks on it: a dotted circle's mark (◌ि), an
+    emoji's variation selector. What a column of a grid is headed by."""
+    if shown[:1] == "\u25cc":
+        return shown[:2]
+    end = 1
+    while end < len(shown) and columns(shown[end]) == 0:
+        end += 1
+    return shown[:end]
+
+
+def heads_tell_apart(heads: list[str], tokens: list[str]) -> bool:
+    """Whether the heads of a grid's columns (`heads[j]` for `tokens[j]`) name each distinct token by a head of its
+    own: under a BPE on Chinese every byte token starts with "\\x", and every column was headed "\\"."""
+    named: dict[str, str] = {}
+    return all(named.setdefault(head, token) == token for head, token in zip(heads, tokens))
 
 
 # Characters that would act on a terminal instead of showing: C0 and C1 controls (ESC starts the

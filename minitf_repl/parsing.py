@@ -611,9 +611,20 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
         if not cmd.pairs and loose == text:
             _refuse_options_apart(cmd, text)
         typed = _text_as_typed(text_tokens, raw) if raw is not None and reads_prose(cmd) else None
-        args[positional.name] = check_value(positional, typed if typed is not None else
-                                            positional.positional_text(text))  # a pair: quoted or not
+        value = typed if typed is not None else positional.positional_text(text)  # a pair: quoted or not
+        args[positional.name] = check_value(positional, shell_unescaped(value) if positional.path else value)
     return args
+
+
+def shell_unescaped(path):
+    r"""`path` with the shell's backslash escapes read (`my\ file.txt` is `my file.txt`), where it names nothing as
+    typed and names a file or folder so read: the form a shell's Tab completion and a file dragged onto the terminal
+    write, which the REPL's line keeps ("no such file: with space/my\ file.txt"). Any other path stays as typed, and
+    on Windows, whose backslashes are the path's, every one does."""
+    if not isinstance(path, str) or "\\" not in path or os.name == "nt" or os.path.lexists(os.path.expanduser(path)):
+        return path
+    unescaped = re.sub(r"\\(.)", r"\1", path)
+    return unescaped if os.path.lexists(os.path.expanduser(unescaped)) else path
 
 
 def _whole_line_as_text(cmd: Command, tokens: list[_Token], refused: int, raw: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from .core.errors import UserError
 from .core.paths import cut_middle, expand, gone_folder
 from .core.words import count
-from .palette import SCALE, quoted, scale_hex, terminal_safe, visible
+from .palette import SCALE, heads_tell_apart, quoted, scale_hex, terminal_safe, visible
 from .registry import clip
 from .render import fmt
 from .render.chart import axis_labels, uniform_label, uniform_loss
@@ -211,18 +211,26 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
     shown = [visible(token) for token in tokens]
     top = cell + 4
     # rows name each query's whole piece (a BPE's `␣y`, `␣>`: cut to a first character, every one read `␣`), in a
-    # margin as wide as the longest; a column, one cell wide, its first character that is not the space mark
+    # margin as wide as the longest; a column, one cell wide, its first character that is not the space mark, or its
+    # position where those do not tell the tokens apart (a BPE's byte tokens of Chinese all start with "\x"): each
+    # row then starts with its position too
+    firsts = [piece.lstrip("␣")[:1] or piece[:1] for piece in shown]
+    index = not heads_tell_apart(firsts, tokens)
+    if index:
+        shown = [f"{i} {piece}" for i, piece in enumerate(shown)]
     left = max(top, round(max((len(s) for s in shown), default=1) * (cell - 4) * 0.62) + 6)
     width, height = left + T * cell, top + T * cell
     peak = max((w for row in weights for w in row), default=1.0) or 1.0
     parts = [f'<svg class="attn" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(label)}">']
-    for i, piece in enumerate(shown):
-        first = piece.lstrip("␣")[:1] or piece[:1]
+    for i, (piece, first) in enumerate(zip(shown, firsts)):
+        first = str(i) if index else first
         c = _esc(piece) if len(piece) <= 1 else f"<title>{_esc(piece)}</title>{_esc(first)}"
         x_mid, y_mid = left + i * cell + cell / 2, top + i * cell + cell / 2
+        # a position of 3 digits is squeezed into its cell, not run into the next column's
+        squeeze = f' textLength="{cell - 2}" lengthAdjust="spacingAndGlyphs"' if len(first) > 2 else ""
         parts.append(f'<text x="{x_mid:.1f}" y="{cell - 3}" font-size="{cell - 4}" text-anchor="middle" '
-                     f'font-family="monospace">{c}</text>')
+                     f'font-family="monospace"{squeeze}>{c}</text>')
         parts.append(f'<text x="{left - 3}" y="{y_mid + cell / 2 - 3:.1f}" font-size="{cell - 4}" '
                      f'text-anchor="end" font-family="monospace" xml:space="preserve">{_esc(piece)}</text>')
     for i in range(T):

@@ -52,7 +52,8 @@ def _write(tmp_path, name, content: bytes):
 
 @pytest.mark.parametrize(
     "content, message",
-    [(b"", "empty"), (b"   \n", "only whitespace"), (b"ab\x00cd" * 10, "binary"), (b"\xff\xfe\xfa text", "not UTF-8")],
+    [(b"", "empty"), (b"   \n", "only whitespace"), (b"ab\x00cd" * 10, "UTF-8 text with 10 NUL bytes"),
+     (bytes(range(256)) * 4, "binary"), (b"\xff\xfe\xfa text", "not UTF-8")],
 )
 def test_bad_local_files(tmp_path, content, message):
     with pytest.raises(DataError, match=message):

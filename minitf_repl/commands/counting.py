@@ -257,6 +257,12 @@ def verdict(result: NgramResult) -> list[str]:
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is about the uniform guess "
                 f"({result.rows[0].val_loss:.3f}), and no training gets it under: random tokens hold nothing to "
                 f"learn, so ln V is the best any model or counter scores; a counter above it has counted noise"]
+    if top.n == 0 and abs(loss - top.val_loss) <= AT_UNIFORM * top.val_loss:
+        # text with no pattern (uniform over 17 symbols) whose floor is ln V: "not yet below n = 0 (2.833): :train
+        # trains further" of a model at 2.837 sent the user to train for what no training gives
+        return [f"at step {result.model_step:,} the model ({loss:.3f}) is at the uniform guess (n = 0, "
+                f"{top.val_loss:.3f}), which no counter beats either: the {result.unit}s before tell nothing of the "
+                f"next here, and on text with no pattern to learn the uniform guess is the best any model can do"]
     # the best counter reads no context though longer ones were counted: counts of the context tell nothing here
     if len(beaten) == len(result.rows) and top.n <= 1 and max(row.n for row in result.rows) >= 2:
         # (repeated random tokens: "no table of counts over the 0 characters before" read as a counter found)
@@ -330,5 +336,9 @@ def explanation(result: NgramResult) -> list[str]:
     return lines
 
 
+# How near the uniform guess (n = 0, the best counter) a model's val loss is to be at it: its loss is a mean over
+# eval_batches windows, the counters' over the whole split, so the two differ on a text of no pattern (2.837 against
+# ln 17 = 2.833 after 50 steps: 0.14%); one that learned what the counters cannot read is further under it than 1%
+AT_UNIFORM = 0.01
 WELL_COUNTED = 50  # times a context was counted on average, past which its counts are no accident of the text
 SEEN_MOSTLY = 0.9  # the share of val's contexts a counter counted, for its counts to speak of val's text

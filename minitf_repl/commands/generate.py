@@ -86,6 +86,9 @@ class GenResult:
     # the text ends inside a character: n (or a stop) came after some of its bytes (a byte-level BPE writes 🐍 as four
     # tokens), and they show as U+FFFD, which read as a bug where nothing said why
     cut_character: bool = field(default=False, metadata={"view_only": True})
+    # a � inside the text: byte tokens the model wrote in an order no UTF-8 character has (the note on a cut
+    # character above explained only one at the end)
+    bad_bytes: bool = field(default=False, metadata={"view_only": True})
 
 
 @command("gen", "Generate text from a prompt (in the REPL, a line without ':' is one too).", params=[
@@ -126,7 +129,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     window = model.config.max_seq_len
     long_prompt_notice(reporter, ids, window, tokenizer.unit)
 
-    from ..core.bpe import decode_after
+    from ..core.bpe import decode_after, shown_pieces
     from ..core.generate import cache_exact, generate
 
     exact = cache_exact(model)  # causal=off: the cache would not give what the window gives
@@ -146,6 +149,8 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     start = time.perf_counter()
     first_token_seconds = None
 
+    bad_bytes = False
+
     def write(piece: str, tokens: int) -> None:
         pieces.append(piece)
         token_texts.extend([""] * (tokens - 1) + [piece])
@@ -163,6 +168,10 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
             # decoded after the text before them, whose space Llama 2's decoder would drop at a text's start.
             piece = decode_after(tokenizer, before, held)
             if not piece.endswith(UNFINISHED) or len(held) >= HELD_TOKENS:
+                # a � the tokens' own text does not hold (a vocabulary may hold the character itself): bytes that no
+                # character is made of, which no later token completes
+                bad_bytes = bad_bytes or (UNFINISHED in piece and piece.count(UNFINISHED) > "".join(
+                    shown_pieces(tokenizer, held)).count(UNFINISHED))
                 write(piece, len(held))
                 before, held = (before + held)[-HELD_TOKENS:], []
             if reporter.should_stop() and len(new_ids) < settings.n:
@@ -202,6 +211,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         unfinished=unfinished,
         seed=None if unseeded and not drawn else settings.gen_seed,  # a drawn seed that decided nothing is none
         cut_character=cut_character,
+        bad_bytes=bad_bytes,
         seed_drawn=drawn,
         cache_off=None if exact or not settings.cache else
         "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "
@@ -321,6 +331,10 @@ def gen_notes(result: GenResult, console: Console) -> None:
                       "probabilities")
     if (blank := only_whitespace(result.text)) is not None:
         say(console, blank, "yellow")
+    if result.bad_bytes:
+        note(console, "each � inside the text stands for byte tokens that form no character: a byte-level BPE writes a "
+                      "character as 1 to 4 byte tokens, and the model put together bytes no UTF-8 character is made "
+                      "of (more training makes that rarer)")
     if result.cut_character:
         note(console, f"the text ends inside a character: a byte-level BPE writes one as 1 to 4 byte tokens, and "
                       f"{'the stop' if result.stopped else 'n'} came after some of its bytes, which show as �; a "

@@ -13,6 +13,7 @@ negative control: uniformly random tokens that no model can learn, so its loss s
 from __future__ import annotations
 
 import codecs
+import collections
 import contextlib
 import functools
 import hashlib
@@ -260,11 +261,40 @@ class TextCorpus:
         order), where they are at least `share` of it; else "": no model predicts those, so its val loss stays high
         whatever it learns (a file whose last tenth is in another script). A rare one (an emoji among 100,000
         characters) moves the loss too little to say. As Task.held_out_only says it of a task's digits."""
+        held = self.held_out_counts(share)
+        return "".join(held[0][:most]) if held is not None else ""
+
+    def held_out_counts(self, share: float = 0.01) -> tuple[str, int, int] | None:
+        """What held_out_only lists, counted: (every such character, in order; how many of the validation split's
+        characters are one of them; the split's characters), or None where held_out_only says "". Its list is cut
+        at 8, and "'丆', '万', ..." read as eight, where 814 distinct characters, 972 of 1,020, were never trained on."""
         val = self.split_text("val")
         only = set(val) - set(self.split_text("train"))
-        if not only or sum(val.count(ch) for ch in only) < share * len(val):
-            return ""
-        return "".join(sorted(only)[:most])
+        counts = collections.Counter(val) if only else {}
+        held = sum(counts[ch] for ch in only)
+        if not only or held < share * len(val):
+            return None
+        return "".join(sorted(only)), held, len(val)
+
+    def more_tokens_than_characters(self) -> str | None:
+        """Where a subword tokenizer reads the validation text in more tokens than it has characters (bpe:300 on
+        Chinese: 0.64 characters a token, below the character tokenizer's 1, as each character is three bytes and 44
+        merges join few of them): why, and about the N of bpe:N that makes each character one token; else None."""
+        if self.tokenizer.kind == "char" or (per := self.tokens_per_char("val")) <= 1:
+            return None
+        val = self.split_text("val")
+        each = len(val.encode("utf-8", errors="surrogatepass")) / len(val)
+        chars = set(self.split_text("train"))
+        # a character of k bytes is one token after k - 1 merges, each of a longer start of it; characters that share
+        # a start (the lead bytes of a CJK block) share its merges
+        encoded = (ch.encode("utf-8", errors="surrogatepass") for ch in chars)
+        starts = {b[:k] for b in encoded for k in range(2, len(b) + 1)}
+        merges = max(0, getattr(self.tokenizer, "own_size", self.tokenizer.vocab_size) - 256)
+        return (f"it reads this text in more tokens than characters ({per:.2f} tokens a character): a character is "
+                f"{each:.1f} bytes on average, and {count(merges, 'merge')} join too few of them into whole "
+                f"characters; bpe:{256 + len(starts)} (the 256 bytes, and the {len(starts):,} merges that would make "
+                f"each of the training text's {len(chars):,} distinct characters one token) is about what reads a "
+                "character a token")
 
     def info(self) -> DataInfo:
         return DataInfo(
@@ -1093,6 +1123,10 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
             # the conversion itself, as for one without the mark (iconv reads the mark and drops it)
             raise DataError(f"{shown} is {encoding} text (it starts with that byte-order mark); convert it to UTF-8: "
                             f"{to_utf8(p, encoding.lower())}")
+    for magic, kind, unpack in _PACKED:  # a compressed file read whole: "looks binary" said nothing of what it is
+        if magic.match(raw):
+            raise DataError(f"{shown} is {kind}-compressed; unpack it first and give the text inside: {unpack} "
+                            f"{shlex.quote(str(p))}")
     if b"\x00" in raw:
         nuls = raw.count(b"\x00")
         if (inside := _wide_text_inside(raw)) is not None:  # `cat *.txt > all.txt` over a folder of mixed files
@@ -1104,17 +1138,26 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
             # UTF-16 saved without a byte-order mark: for text in a Latin script, every other byte is NUL, from the
             # first character on (a UTF-8 text with a UTF-16 one joined after it is not one, and iconv's
             # "conversion" of it wrote nonsense that :data then took)
+            # (and reads as text: a binary of small numbers has as many NULs, and reads as control characters)
             if half.count(0) > 0.4 * len(half) and start.count(0) > 0.4 * len(start) and len(raw) % 2 == 0 \
-                    and _decodes(raw, encoding.lower()):
+                    and _decodes(raw, encoding.lower()) and _mostly_text(raw.decode(encoding.lower()), WIDE_TEXT):
                 raise DataError(f"{shown} is {encoding} text (without a byte-order mark); convert it to UTF-8: "
                                 f"{to_utf8(p, encoding.lower())}")
-        if nuls <= max(1, len(raw) // 1000) and _decodes(raw.replace(b"\x00", b""), "utf-8-sig"):
-            # text with a stray NUL or two (a database's export, a pasted binary): the text is UTF-8, the NULs are not
-            # text, and "give a UTF-8 text file" sent the user to convert a file that already is one
+        rest = raw.replace(b"\x00", b"")
+        if _decodes(rest, "utf-8-sig") and _mostly_text(rest.decode("utf-8-sig"), TEXT_WITH_NULS):
+            # text with NULs in it (a database's export, a pasted binary, one a line of a log): the text is UTF-8, the
+            # NULs are not text, and "give a UTF-8 text file" sent the user to convert a file that already is one.
+            # Read as text whatever their number (300 in 13.8 kB got "looks binary"); a binary's other bytes are not
+            # text (numbers: control characters and bytes UTF-8 has no place for)
             them = "it" if nuls == 1 else "them"
             raise DataError(f"{shown} is UTF-8 text with {count(nuls, 'NUL byte')} in it (the first at offset "
                             f"{raw.index(0):,}), which no text holds; remove {them}: tr -d '\\000' < "
                             f"{shlex.quote(str(p))} > {shlex.quote(str(p.with_name(p.stem + '-clean' + p.suffix)))}")
+        if (wide := _utf16_guess(raw)) is not None:
+            # UTF-16 saved without a byte-order mark in a script past Latin (Japanese, Chinese): few of its bytes are
+            # NUL, only its ASCII characters' (a newline, a space), so the check above for every other byte missed it
+            raise DataError(f"{shown} reads as {wide} text (without a byte-order mark); convert it to UTF-8: "
+                            f"{to_utf8(p, wide.lower())}")
         raise DataError(f"{shown} looks binary (it contains NUL bytes); give a UTF-8 text file")
     try:
         # utf-8-sig: a byte-order mark some editors put first (Notepad) is no character of the text, and kept it
@@ -1207,6 +1250,40 @@ def _wide_text_inside(raw: bytes) -> tuple[int, str] | None:
                 return at, encoding
             at = raw.find(mark, at + 1)
     return None
+
+
+# What a compressed file starts with, and the line that unpacks it beside itself (-k keeps the packed one)
+# (bzip2's whole header, block size and block magic: a text may start with "BZh")
+_PACKED = ((re.compile(re.escape(b"\x1f\x8b")), "gzip", "gunzip -k"),
+           (re.compile(rb"BZh[1-9]1AY&SY"), "bzip2", "bunzip2 -k"),
+           (re.compile(re.escape(b"\xfd7zXZ\x00")), "xz", "unxz -k"),
+           (re.compile(re.escape(b"\x28\xb5\x2f\xfd")), "zstd", "unzstd"),
+           (re.compile(re.escape(b"PK\x03\x04")), "zip", "unzip"))
+TEXT_WITH_NULS = 0.75  # the share of a NUL-holding file's other characters that are printable, for it to be text
+WIDE_TEXT = 0.9  # the share of a file read as UTF-16 that is printable, for it to be taken for UTF-16 text
+
+
+def _mostly_text(text: str, share: float) -> bool:
+    """Whether at least `share` of `text`'s characters print or are whitespace (a line's end, a tab)."""
+    return bool(text) and sum(ch.isprintable() or ch.isspace() for ch in text) >= share * len(text)
+
+
+def _utf16_guess(raw: bytes) -> str | None:
+    """"UTF-16-LE" or "UTF-16-BE" where `raw` decodes cleanly as that and reads as text (WIDE_TEXT), the one that
+    reads better where both do; else None. Random bytes almost never decode cleanly (a lone surrogate), and a binary
+    of small numbers reads as control characters."""
+    if len(raw) % 2:
+        return None
+    best, score = None, WIDE_TEXT
+    for encoding in ("UTF-16-LE", "UTF-16-BE"):
+        try:
+            text = raw.decode(encoding.lower())
+        except UnicodeDecodeError:
+            continue
+        share = sum(ch.isprintable() or ch.isspace() for ch in text) / max(1, len(text))
+        if share >= score and (best is None or share > score):
+            best, score = encoding, share
+    return best
 
 
 def _decodes(raw: bytes, encoding: str) -> bool:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from rich.color import Color
 from rich.console import Console
-from rich.cells import cell_len, set_cell_size
 from rich.style import Style
 from rich.text import Text
 
-from ..palette import SCALE, SHADES, scale_rgb, shade, visible
+from ..palette import (SCALE, SHADES, columns, first_cluster, fit_columns, heads_tell_apart, piece_cell, scale_rgb,
+                       shade, visible)
 
 
 def plain(console: Console) -> bool:
@@ -52,20 +52,32 @@ def legend(peak: float, as_text: bool, what: str = "weight", width: int | None =
     return line
 
 
-MAX_LABEL = 8  # the widest row label: a longer subword piece is cut to it
+MAX_LABEL = 8  # the widest row label: a longer subword piece is cut to it, its end as "…"
+
+
+def by_index(tokens: list[str]) -> bool:
+    """Whether the columns are headed by their positions (0 to 9, over again), each row label by its position too:
+    where the first characters of the tokens do not tell them apart (a BPE's byte tokens all start with "\\x", its
+    pieces of English with "␣"), a column headed by its token's was not to be told from the others."""
+    return not heads_tell_apart([first_cluster(visible(t)) for t in tokens], tokens)
 
 
 def label_width(tokens: list[str]) -> int:
-    """Columns of the row labels: 2 for characters (as always), a subword piece's cells and a space, at most
-    MAX_LABEL + 1. Cells, not characters: a Chinese character or an emoji takes two."""
-    longest = max((cell_len(visible(t)) for t in tokens), default=1)
-    return 2 if longest <= 1 else min(longest, MAX_LABEL) + 1
+    """Columns of the row labels: 2 for characters (as always), a subword piece's columns and a space, at most
+    MAX_LABEL + 1, after its position and a space where the columns are headed by position (by_index). Columns
+    (palette.columns), not characters: a Chinese character or an emoji takes two."""
+    longest = max((columns(visible(t)) for t in tokens), default=1)
+    piece = 2 if longest <= 1 else min(longest, MAX_LABEL) + 1
+    return piece + (len(str(len(tokens) - 1)) + 1 if by_index(tokens) else 0)
 
 
 def column_width(tokens: list[str], width: int) -> int:
     """The columns of a position's cell: `width`, or 2 where a token starts with a character two columns wide (你,
-    an emoji), which a cell of one column cannot head: the keys' line ran twice as wide as the rows below it."""
-    return max([width, *(cell_len(visible(t)[:1]) for t in tokens)])
+    an emoji, a vowel sign on its circle ◌ि), which a cell of one column cannot head: the keys' line ran twice as wide
+    as the rows below it. Headed by position (by_index), a digit heads each."""
+    if by_index(tokens):
+        return width
+    return max([width, *(columns(first_cluster(visible(t))) for t in tokens)])
 
 
 def reads_future(maps: list[list[list[float]]]) -> bool:
@@ -79,18 +91,21 @@ def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: i
             future: bool = False) -> Text:
     """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank unless
     `future` (nothing masks it: causal off, or the mask ablated). `width` columns per cell (column_width: 2 for a wide
-    character); a column is headed by the first `width` columns of its token, a row by the whole token (up to
-    MAX_LABEL columns)."""
+    character); a column is headed by the first `width` columns of its token, or by its position where those do not
+    tell the tokens apart (by_index), a row by the whole token (up to MAX_LABEL columns, cut with "…")."""
     T = len(tokens)
+    index = by_index(tokens)
     label = label_width(tokens)
     width = column_width(tokens, width)
+    digits = len(str(T - 1)) + 1 if index else 0  # a row's position and a space before its token
     out = Text(" " * label)
-    for tok in tokens:  # cut and padded by cells, not characters, so that the columns stay under their keys
-        out.append(set_cell_size(visible(tok), width), style="bold")
+    for j, tok in enumerate(tokens):  # cut and padded by columns, not characters, so that the cells stay under keys
+        out.append(fit_columns(str(j % 10) if index else visible(tok), width), style="bold")
     for i in range(T):
         out.append("\n")
-        shown = label - 1 if label > 2 else label  # a space after a subword piece
-        out.append(set_cell_size(visible(tokens[i]), shown) + " " * (label - shown), style="bold")
+        shown = label - digits - 1 if label - digits > 2 else label - digits  # a space after a subword piece
+        row = f"{i:>{digits - 1}} " if index else ""
+        out.append(row + fit_columns(piece_cell(visible(tokens[i]), shown), label - digits), style="bold")
         for j in range(T):
             if j > i and not future:
                 out.append(" " * width)
