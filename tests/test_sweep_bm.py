@@ -23,3 +23,29 @@ def test_train_on_weights_broken_before_the_run_names_the_weights_and_a_load_not
     assert "largest weight is 1e+08" in words and ":load NAME" in words, words
     assert "Lower the learning rate" not in words and not fix  # was: "(1e-06 diverged; 1e-07 is a tenth of it)"
     assert all(torch.equal(v, session.model.state_dict()[k]) for k, v in before.items())  # nothing changed
+
+
+# --- unusual text: what :data and :set tokenizer= say of it (the core's counts, worded by the shell) ----------------
+def test_characters_only_the_validation_text_holds_are_counted_with_a_fix(tmp_path):
+    from test_commands import Recorder
+
+    text = "the quick brown fox jumps over the lazy dog. " * 200
+    path = tmp_path / "mixed.txt"
+    path.write_text(text + "".join(chr(0x4E00 + k) for k in range(20)) * 50, encoding="utf-8")
+    hooks = Recorder()
+    run(tiny_session(), f":data {path}", hooks)
+    said = " ".join(hooks.notices)
+    # was: the first 8 listed as if they were all, with no count and no fix
+    assert "holds 20 characters its training text never holds" in said and "and 12 more" in said, said
+    assert "mix the text, or put that part earlier in the file" in said
+
+
+def test_a_bpe_that_reads_more_tokens_than_characters_says_so_and_which_n_would_do(tmp_path):
+    import random
+
+    rng = random.Random(0)
+    path = tmp_path / "zh.txt"
+    path.write_text("".join(rng.choice([chr(0x4E00 + k) for k in range(40)]) for _ in range(6000)), encoding="utf-8")
+    session = tiny_session(data=str(path))
+    words = run(session, ":set tokenizer=bpe:300").tokenizer
+    assert "more tokens than characters" in words and "bpe:" in words.split("tokens a character")[1], words

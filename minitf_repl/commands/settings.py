@@ -588,8 +588,11 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                          model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew,
                          kept_in_place=kept_in_place, **recipe)
     tokenizer, data = reading
+    # a BPE too small for the text's characters reads it in more tokens than characters (bpe:300 on Chinese: 0.64
+    # characters a token, said with no word that the character tokenizer reads 1): said, with an N that would do
+    more = data.more_tokens_than_characters() if tokenizer is not None else None
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
-             "text" if tokenizer is not None else "a token per character")
+             f"text{f'; {more}' if more else ''}" if tokenizer is not None else "a token per character")
     return SetResult(changed, rebuilt, kept, preset, had_model=had_model, tokenizer=words,
                      vocab_size=data.tokenizer.vocab_size, given=given, data=session.data_spec,
                      model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew,
@@ -933,9 +936,13 @@ def _held_out_only(data, reporter: Reporter) -> None:
 
     only = data.held_out_only() if hasattr(data, "held_out_only") else ""
     if only and isinstance(data, TextCorpus):  # a text: its last tenth holds characters its first nine never do
-        shown = ", ".join(map(repr, only))
-        reporter.notice(f"{data.name}'s validation text (its last tenth) holds {shown}, which its training text "
-                        "never holds: no model predicts those, so its val loss stays high whatever it learns")
+        # counted, not only listed: "'丆', '万', ..." cut at 8 read as eight, where 814 were never trained on
+        chars, held, total = data.held_out_counts() or (only, 0, 0)
+        shown = ", ".join(map(repr, chars[:8])) + (f" and {len(chars) - 8:,} more" if len(chars) > 8 else "")
+        share = f": {held:,} of its {total:,} characters ({held / total:.0%})" if total else ""
+        reporter.notice(f"{data.name}'s validation text (its last tenth) holds {count(len(chars), 'character')} its "
+                        f"training text never holds ({shown}){share}; no model predicts those, so its val loss stays "
+                        "high whatever it learns: mix the text, or put that part earlier in the file")
     elif only:
         digits = ", ".join(only)
         reporter.notice(f"{data.name}:{data.size}'s held-out questions hold the digit{'s' if len(only) > 1 else ''} "
