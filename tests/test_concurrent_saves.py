@@ -241,7 +241,7 @@ def test_a_continued_run_replaces_only_its_own_autosave(checkpoint_dir):
     run(b, ":train steps=3")  # another session's new run, in the same folder
     run(a, ":train")  # a continues its run: it must not replace b's autosave
     steps = {row.name: row.step for row in ckpt.list_checkpoints(checkpoint_dir)}
-    assert steps == {"autosave": 4, "autosave-1": 3, "autosave-2": 2}
+    assert steps == {"autosave": 4, "autosave-1": 3}  # a's own (step 2, moved to autosave-1 by b's) replaced
     assert ckpt.store.is_own_autosave(checkpoint_dir / "autosave", a.token)
     assert ckpt.store.is_own_autosave(checkpoint_dir / "autosave-1", b.token)
 

@@ -67,9 +67,9 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
                 changed = read_manifest_bytes(path / MANIFEST) != raw
             except (OSError, CheckpointError):
                 changed = False
-            if not os.path.lexists(path):  # another session's rotation moved or deleted it: nothing to save again
-                raise CheckpointError(f"checkpoint {name!r} was removed while it was read (another minitf's save "
-                                      "rotated it out?); list the checkpoints again and load one that is there") \
+            if not os.path.lexists(path):  # another session's save moved, replaced or deleted it: nothing to save again
+                raise CheckpointError(f"checkpoint {name!r} was removed while it was read (another minitf's save moved "
+                                      "or replaced it?); list the checkpoints again and load one that is there") \
                     from None
             if not changed or attempt == 2:
                 raise

@@ -10,6 +10,7 @@ safetensors parses it, and a pickle is recognised and refused unopened.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
 from ..words import count
-from .layout import MANIFEST, MAX_MANIFEST_BYTES, SAVE_AGAIN, damaged, is_pickle, other_files
+from .layout import MANIFEST, MAX_MANIFEST_BYTES, NAME, SAVE_AGAIN, damaged, is_pickle, other_files
 from .manifest import parse_manifest
 
 if TYPE_CHECKING:  # torch is imported where a data file is read, not for a manifest (:ls reads only those)
@@ -210,3 +211,58 @@ def rotation_owns(path: Path) -> bool:
     or one older than `origin`, by its manifest (its data files are not read: a damaged autosave moves on like any
     other). Any other (a save by name, a model kept before a rebuild, a manifest that does not read) holds its slot."""
     return origin_kind(path) in ("autosave", LEGACY_ORIGIN)
+
+
+def holding(directory, model: dict, step: int, besides=(), same_file: Path | None = None) -> str | None:
+    """The name of a checkpoint of DIR (none of `besides`) that loads the weights `model` fingerprints at `step`, else
+    None. `model`: a manifest's entry of its model file (its "sha256" and "size").
+
+    Why (issue "a session that only loads fills the folder with kept-* copies"): a model is in a checkpoint where one
+    in the folder loads these very weights, at this step, back, whichever save wrote them. The checksum of one save's
+    manifest (its time, its origin) was looked for alone, so a model loaded from `big` and saved over there by another
+    session was "in no checkpoint" while `other`, which `big` had been saved from, held it: each :load kept it again
+    (17 MB a time), and each :save over a further-trained `big` too. The optimizer's state file is not compared: its
+    bytes follow the order its tensors were made in (a run's, or a load's), the same values in another layout. A
+    candidate counts only where its model file holds the bytes its manifest says: it is `same_file` (a hard link),
+    or its SHA-256 is computed, so a file changed behind its manifest's back never stands for the model.
+    """
+    directory = Path(directory)
+    digest, size = model.get("sha256"), model.get("size")
+    if not isinstance(digest, str) or not isinstance(size, int):
+        return None
+    try:
+        names = sorted(e.name for e in os.scandir(directory) if e.name not in besides and NAME.match(e.name))
+    except OSError:
+        return None
+    for name in names:
+        try:
+            raw = read_manifest_bytes(directory / name / MANIFEST)
+            if digest.encode() not in raw:  # a folder of long runs' manifests is skipped unparsed
+                continue
+            manifest = json.loads(raw)
+            entry = manifest["files"]["model"]
+            if entry["sha256"] != digest or entry["size"] != size or manifest["trainer"]["step"] != step:
+                continue
+            if _holds_bytes(directory / name / entry["file"], digest, size, same_file):
+                return name
+        except (OSError, CheckpointError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _holds_bytes(path: Path, digest: str, size: int, same_file: Path | None) -> bool:
+    """Whether the regular file `path` holds `size` bytes of SHA-256 `digest` (read in blocks: a model of gigabytes)."""
+    if same_file is not None:
+        try:
+            if os.path.samefile(path, same_file) and not os.path.islink(path):
+                return True
+        except OSError:
+            pass
+    fd, found = open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        if found != size:
+            return False
+        sha = hashlib.sha256()
+        while block := f.read(2**20):
+            sha.update(block)
+    return sha.hexdigest() == digest

@@ -3,8 +3,10 @@
 A new NAME is written into a hidden temporary directory that is renamed into place; an existing
 NAME gets new data files under fresh ids, then a new checkpoint.json replaces the old one in one
 `os.replace`, and only then are the old data files deleted. Whatever stops a save (a full disk,
-Ctrl-C, a killed process), the previous checkpoint of that name still loads. A save may share the
-bytes of an identical data file of another checkpoint in the folder (a hard link: `write_or_link`).
+Ctrl-C, a killed process), the previous checkpoint of that name still loads; a NAME trained further
+is kept under a new name first, by hard links (`_save_keeping` says what a kill at each point leaves).
+A save may share the bytes of an identical data file of another checkpoint in the folder (a hard
+link: `write_or_link`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFE
                      last_own_evaluation, steps_left)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
-from .reads import open_regular, origin_kind, read_manifest, read_manifest_bytes, read_open, rotation_owns
+from .reads import (holding, open_regular, origin_kind, read_manifest, read_manifest_bytes, read_open,
+                    rotation_owns)
 
 
 class NameTaken(CheckpointError):
@@ -52,9 +55,11 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
     rotation. `exclusive`: fail with NameTaken instead of replacing an existing NAME (a name picked
     to be new stays new even when another process picks it at the same moment). `rotate=K`: first
-    shift an existing NAME to NAME-1 .. NAME-K (see `rotate`), unless `same_run` and NAME is this
-    session's own autosave of this run (is_own_autosave), which a continued run replaces; the new
-    checkpoint is written in full before anything moves. `share_from`: names of checkpoints in
+    shift an existing NAME to NAME-1 .. NAME-K (see `rotate`); with `same_run`, this session's own autosave of this
+    run (is_own_autosave), which a continued run replaces, is replaced where it is: NAME saved over, or NAME-k (moved
+    there by another's autosave) deleted and only the slots before it shifted. The new checkpoint is written in full
+    before anything moves. `keep_trained`: a NAME trained further is kept as kept-... (_save_keeping), unless another
+    checkpoint holds it (outcome "held_by"). `share_from`: names of checkpoints in
     DIR whose identical data files this one may share (see `write_or_link`). Everything from the
     check of NAME to the commit happens under the folder's lock. `tokenizer_json`: a subword
     tokenizer (core.bpe) as its JSON, stored in place of the character vocabulary (`vocab` is then "").
@@ -71,8 +76,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     another session may save NAME between a caller's look and this save; and "replaced_meta", that checkpoint's
     (meta_sha256, step) (None if none, or unreadable); and "meta_sha256", the checksum of the checkpoint this save
     writes, set before it takes the lock: which save NAME holds is told by it, never by reading NAME back, which
-    another session may have saved over meanwhile. `on_wait`: hears one line when the save
-    has waited a while for another one's lock (locks.folder_lock).
+    another session may have saved over meanwhile; "model_file", its model file's entry (reads.holding). `on_wait`:
+    hears one line when the save has waited a while for another one's lock (locks.folder_lock).
     """
     model = require_model(model, "save_checkpoint")  # torch.compile(model): its own weights, under their own names
     if not isinstance(trainer, Trainer):
@@ -159,6 +164,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     files = {model_file: model_bytes, state_file: state_bytes}
     if outcome is not None:
         outcome["meta_sha256"] = manifest["meta_sha256"]
+        # the weights' fingerprint (reads.holding): the model is in a checkpoint while any of the folder holds them
+        outcome["model_file"] = manifest["files"]["model"]
         # the bytes this save writes (manifest and files, as :ls counts them): read back from NAME after the save,
         # it was a full check of the manifest (0.1 s at 20k history rows), and another session's if one saved since
         outcome["size_bytes"] = len(manifest_bytes) + sum(len(data) for data in files.values())
@@ -174,29 +181,32 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             if rotate is None:  # (an autosave's rotation moves a folder in its way aside, whatever it holds)
                 check_no_other_files(target)
             sources = _shareable(directory, share_from, manifest["files"].values())
+            held = None  # the step of a model trained further that NAME holds, and no other checkpoint: kept aside
             if keep_trained and rotate is None and target.is_dir():
-                kept = _keep_more_trained(directory, target, int(manifest["trainer"]["step"]))
-                if outcome is not None:
-                    outcome["kept_aside"] = kept
+                held = _more_trained(directory, target, int(manifest["trainer"]["step"]), outcome)
             if outcome is not None:
                 outcome["replaced"] = target.is_dir()
                 outcome["replaced_meta"] = _meta_and_step(target) if outcome["replaced"] else None
-            written = None
-            if rotate is not None and target.is_dir() and not (
-                    same_run and any(is_own_autosave(target, token, run={**manifest["trainer"],
-                                                                         "history": tstate["history"]})
-                                     for token in {session, continues} - {None})):
+            written = replaced = None
+            own = None if rotate is None or not same_run else _own_slot(
+                directory, name, rotate, {session, continues} - {None},
+                run={**manifest["trainer"], "history": tstate["history"]})
+            if rotate is not None and target.is_dir() and own != 0:
                 # Written in full first, then the rotation (which moves NAME away) and the commit: a save
                 # that fails (a full disk) has moved and deleted nothing.
                 written = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
                 try:
-                    moved, dropped = _rotate_locked(directory, name, rotate)
+                    moved, dropped, replaced = _rotate_replacing(directory, name, rotate, own, uid)
                     if outcome is not None:
                         outcome["moved_aside"], outcome["dropped"] = moved, dropped
                 except BaseException:
                     shutil.rmtree(written, ignore_errors=True)
                     raise
-            if target.is_dir() and written is None:
+            if held is not None:
+                kept = _save_keeping(directory, target, held, files, manifest_bytes, uid, sources)
+                if outcome is not None:
+                    outcome["kept_aside"] = kept
+            elif target.is_dir() and written is None:
                 _save_over(target, files, manifest_bytes, uid, sources)
             else:
                 try:
@@ -207,6 +217,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     if e.errno not in (errno.EEXIST, errno.ENOTEMPTY) or exclusive or not target.is_dir():
                         raise
                     _save_over(target, files, manifest_bytes, uid, sources)
+            if replaced is not None:  # committed: the run's own earlier autosave, superseded, goes
+                shutil.rmtree(replaced, ignore_errors=True)
     except OSError as e:
         if e.errno == errno.ENOENT and not made:  # /proc/x: mkdir says ENOENT of a folder no one removed
             raise CheckpointError(f"could not save checkpoint {name!r}: the folder {cut_middle(str(directory))} "
@@ -222,21 +234,104 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     return target
 
 
-def _keep_more_trained(directory: Path, target: Path, step: int) -> tuple[str, int] | None:
-    """The folder lock held: where `target` holds a checkpoint trained further than the `step` about to replace it,
-    move it to a free `kept-<date>-<time>[-n]` (a rename: its files stay as they are) and return (that name, its
-    step); else None. `:load best`, a setting that rebuilt the model, then `:save best` replaced the trained best with
-    step 0, right after being told best brings the trained model back."""
+def _more_trained(directory: Path, target: Path, step: int, outcome: dict | None) -> int | None:
+    """The folder lock held: the step of the model `target` holds where it is trained further than the `step` about to
+    replace it and no other checkpoint of DIR holds it (reads.holding), else None. `:load best`, a setting that rebuilt
+    the model, then `:save best` replaced the trained best with step 0, right after being told best brings the
+    trained model back. Where another checkpoint holds it, `outcome` hears ("held_by": (its name, the step)):
+    alternating saves of `big` from two loaded models made a kept-* copy of the one `other` held every second save."""
     held = _meta_and_step(target)
     if held is None or held[1] <= step:
         return None
+    try:
+        entry = json.loads(read_manifest_bytes(target / MANIFEST))["files"]["model"]
+        holder = holding(directory, entry, held[1], besides={target.name}, same_file=target / entry["file"])
+    except Exception:  # noqa: BLE001 - read just now by _meta_and_step: kept, as any checkpoint trained further
+        holder = None
+    if holder is None:
+        return held[1]
+    if outcome is not None:
+        outcome["held_by"] = (holder, held[1])
+    return None
+
+
+def _save_keeping(directory: Path, target: Path, step: int, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
+                  sources: dict[str, Path]) -> tuple[str, int] | None:
+    """Save over `target`, which holds a model trained to `step` (further), keeping that one as a free
+    `kept-<date>-<time>[-n]`; returns (that name, `step`), None where a hundred are taken (saved over as before).
+
+    Issue "a failed :save over a checkpoint trained further leaves none of that name": NAME was renamed away first
+    and the new one written after, so a full disk or a kill left no NAME, and another session's load of NAME found
+    none meanwhile. Now the kept name is made of hard links to NAME's files (no bytes), in a temporary directory
+    renamed into place, and NAME is then saved over as any checkpoint (_save_over: one os.replace of its manifest).
+    Every instant, NAME loads (the old model until that commit, the new one after it):
+    - the links fail (a full disk: mkdir, a directory entry): nothing moved, the temporary directory goes;
+    - a kill while linking: the temporary directory is debris, which the next save removes; NAME is untouched;
+    - the save over NAME fails (a full disk, Ctrl-C): the kept copy goes again (names only), NAME is as it was;
+    - a kill between the kept copy and the commit: the old model is in NAME and in the kept name, sharing its files.
+    Where the file system has no hard links, the new checkpoint is written in full first (_write_tmp), then NAME
+    moves to the kept name and the new one to NAME: a failed write moves nothing; a failed second rename moves the
+    old one back, or says where it is; only a kill between the two renames leaves no NAME for the next load (the
+    old model is under the kept name, which that load's error lists, and the new one debris).
+    """
     stamp = time.strftime("kept-%Y%m%d-%H%M%S")
-    for n in range(1, 101):
-        name = stamp if n == 1 else f"{stamp}-{n}"
-        if not os.path.lexists(directory / name):
-            os.rename(target, directory / name)
-            return name, held[1]
-    return None  # a hundred in one second: replaced as before
+    kept = next((n for n in (stamp if k == 1 else f"{stamp}-{k}" for k in range(1, 101))
+                 if not os.path.lexists(directory / n)), None)
+    if kept is None:  # a hundred in one second
+        _save_over(target, files, manifest_bytes, uid, sources)
+        return None
+    try:
+        _link_copy(target, directory / kept, uid)
+    except (OSError, NotImplementedError) as e:
+        if not isinstance(e, NotImplementedError) and e.errno not in _NO_LINKS:
+            raise
+        written = _write_tmp(directory, target.name, files, manifest_bytes, uid, sources)
+        try:
+            os.rename(target, directory / kept)
+        except BaseException:
+            shutil.rmtree(written, ignore_errors=True)
+            raise
+        try:
+            os.rename(written, target)  # the commit
+        except BaseException:
+            shutil.rmtree(written, ignore_errors=True)
+            try:
+                os.rename(directory / kept, target)
+            except OSError as back:
+                raise CheckpointError(f"could not save checkpoint {target.name!r} ({back.strerror or back}), and the "
+                                      f"model it held (step {step:,}) is now {kept}; load it by that name") from None
+            raise
+        _fsync_dir(directory, best_effort=True)
+        return kept, step
+    old = _meta_and_step(target)
+    try:
+        _save_over(target, files, manifest_bytes, uid, sources)
+    except BaseException:
+        if _meta_and_step(target) == old:  # not committed: the old model is NAME's still, the copy goes
+            shutil.rmtree(directory / kept, ignore_errors=True)
+        raise
+    return kept, step
+
+
+# What os.link answers where the file system has no hard links (FAT, some network and FUSE mounts), or a file has
+# as many as it may: the kept copy is then made by renames.
+_NO_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
+             getattr(errno, "ENOSYS", errno.EPERM)}
+
+
+def _link_copy(target: Path, dest: Path, uid: str) -> None:
+    """DIR/dest, a new checkpoint of hard links to the manifest and data files of `target`, renamed into place whole."""
+    tmp = dest.parent / f".{dest.name}.tmp-{uid}"
+    try:
+        tmp.mkdir()
+        for fname in (*sorted(_referenced_files(target)), MANIFEST):
+            os.link(target / fname, tmp / fname, follow_symlinks=False)
+        _fsync_dir(tmp)
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(dest.parent, best_effort=True)
 
 
 def _meta_and_step(path: Path) -> tuple[str, int] | None:
@@ -528,6 +623,39 @@ def thinned_history(history: list[dict], most: int | None = None) -> list[dict]:
     every = -(-len(history) // max(1, most - len(keep)))  # ceil
     keep.update(i for i, step in enumerate(steps) if step % every == 0)
     return [history[i] for i in sorted(keep)]
+
+
+def _own_slot(directory: Path, name: str, keep: int, tokens: set, run: dict) -> int | None:
+    """The slot (0: NAME, k: NAME-k, up to `keep`) of this run's own autosave (is_own_autosave of a session in
+    `tokens`), which a continued run replaces wherever rotation moved it; None where there is none. Only NAME was
+    asked: a run stopped, another session's run autosaved (this one's went to NAME-1), and the continued run rotated
+    its own stale partial run on to NAME-2, where it took a slot of the runs kept."""
+    for k in range(keep + 1):
+        slot = directory / (name if k == 0 else f"{name}-{k}")
+        if slot.is_dir() and any(is_own_autosave(slot, token, run=run) for token in tokens):
+            return k
+    return None
+
+
+def _rotate_replacing(directory: Path, name: str, keep: int, own: int | None,
+                      uid: str) -> tuple[tuple | None, tuple | None, Path | None]:
+    """The rotation before an autosave, the folder lock held and the new checkpoint written: as _rotate_locked, except
+    that the run's own earlier autosave at NAME-`own` (_own_slot) makes way, so that only the slots before it shift
+    (into its place: nothing is dropped). It goes to a hidden name, returned for the caller to delete once the new
+    one is committed: a kill before then loses it with the new one, as the rotation's oldest autosave is lost (both
+    debris the next save removes), and another run's or session's autosave is never moved past its slot."""
+    if own is None:
+        return (*_rotate_locked(directory, name, keep), None)
+    slot = directory / f"{name}-{own}"
+    replaced = directory / f".{slot.name}.tmp-{uid}"
+    os.rename(slot, replaced)
+    try:
+        moved, dropped = _rotate_locked(directory, name, own)
+    except BaseException:
+        if not os.path.lexists(slot):  # put back where nothing moved into its place yet
+            os.rename(replaced, slot)
+        raise
+    return moved, dropped, replaced
 
 
 def _rotate_locked(directory: Path, name: str, keep: int) -> tuple[str | None, tuple | None]:
