@@ -842,10 +842,18 @@ def warn_unsaved(door: FrontDoor, warned: int | None) -> int | None:
     step = door.session.unsaved_step if door.session.autosave or gone is not None else None
     if step is None or step == warned:
         return None
-    why = f"{gone} holds another model now, or is gone" if gone else "its save failed"
+    from .commands.shared import folder_refused
+
+    # a folder that refused the last save (full, read-only) refuses `:save NAME` too: another folder first, as the
+    # save's own error says (it offered `:save NAME` alone, the fix that had just failed)
+    refused = gone is None and folder_refused(door.session)
+    why = (f"{gone} holds another model now, or is gone" if gone else
+           "its save failed: the checkpoint folder is full or cannot be written" if refused else "its save failed")
     with speaking(door.front.syntax):
-        say(door.err, f"warning: the model trained to step {step:,} is in no checkpoint ({why}); "
-                      f"{cmd('save', 'NAME')} keeps it, and {cmd('quit')} or Ctrl-D again leaves without it", "yellow")
+        keep = (f"{cmd('set', checkpoint_dir='DIR')} then {cmd('save', 'NAME')} keeps it in another folder" if refused
+                else f"{cmd('save', 'NAME')} keeps it")
+        say(door.err, f"warning: the model trained to step {step:,} is in no checkpoint ({why}); {keep}, and "
+                      f"{cmd('quit')} or Ctrl-D again leaves without it", "yellow")
     return step
 
 

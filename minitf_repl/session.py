@@ -124,8 +124,12 @@ class Session:
         # autosave, never another session's. Random, so that it is unique across processes and hosts.
         self.token = secrets.token_hex(8)
         self.last_checkpoint: str | None = None  # the checkpoint this session last saved or loaded
-        # (a weak reference to the trainer, its step, the manifest's meta_sha256 or None) at that save or load
+        # (a weak reference to the trainer, its step, the manifest's meta_sha256 or None, the meta_sha256 of every save
+        # or load of the model as it is, their model files' (sha256, size)) at that save or load
         self._on_disk: tuple | None = None
+        # the checkpoint folder the last save found it could not use (full, read-only), until a save succeeds: :quit's
+        # warning offered `:save NAME` there, the fix that had just failed (commands.shared.folder_refused)
+        self.save_refused_in: Path | None = None
         self.known_saves: set[str] = set()  # the meta_sha256 of every checkpoint this session saved or loaded
         self.pages_written: dict[str, tuple] = {}  # {path: its file's identity} of every :report this session wrote
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
@@ -238,10 +242,13 @@ class Session:
         """The model has not trained a step here nor brought weights from elsewhere: its outputs are random."""
         return self.trainer.step == 0 and self.weights_from is None
 
-    def checkpoint_written(self, name: str | None, meta_sha256: str | None = None) -> None:
+    def checkpoint_written(self, name: str | None, meta_sha256: str | None = None,
+                           model_file: dict | None = None) -> None:
         """The model as it is now was saved as, or loaded from, checkpoint `name`; `meta_sha256` is that
         checkpoint's own (its manifest's), None where it is no checkpoint of checkpoint_dir (an hf: folder) or
-        nothing was written here (a rank under torchrun that is not the one writing)."""
+        nothing was written here (a rank under torchrun that is not the one writing). `model_file`: its manifest's
+        entry of the model file (sha256, size), by which any checkpoint of the folder holding these weights at this
+        step is found (saved_over)."""
         self.last_checkpoint, self._saved_in = name, self.checkpoint_dir
         if meta_sha256 is not None:
             self.known_saves.add(meta_sha256)
@@ -250,8 +257,11 @@ class Session:
         # checkpoint" at :quit (and copied again at a rebuild) while the autosave held it
         same = self._trainer is not None and self.holds_state()
         earlier = self._on_disk[3] if same else frozenset()
+        weights = self._on_disk[4] if same else frozenset()
+        if model_file is not None and isinstance(model_file.get("sha256"), str):
+            weights |= {(model_file["sha256"], model_file.get("size"))}
         self._on_disk = ((weakref.ref(self._trainer), self._trainer.step, meta_sha256,
-                          earlier | {meta_sha256} if meta_sha256 is not None else earlier)
+                          earlier | {meta_sha256} if meta_sha256 is not None else earlier, weights)
                          if self._trainer is not None else None)
 
     @property
@@ -315,6 +325,15 @@ class Session:
             if again == names:
                 break
             names = again
+        # the same weights at the same step in a checkpoint another save wrote (a load of `big`, then another
+        # session's save of `other`'s model over `big`: `other` holds it): in a checkpoint still, and kept again at
+        # every :load it was not (17 MB a time, a folder filled by a session that only loaded)
+        from .core.checkpoint.reads import holding
+
+        step = self._on_disk[1]
+        if any(holding(self._saved_in, {"sha256": sha, "size": size}, step) is not None
+               for sha, size in self._on_disk[4]):
+            return None
         return self.last_checkpoint
 
     def holds_model(self, name: str | None) -> bool:

@@ -471,19 +471,19 @@ def test_loading_a_folder_renamed_by_hand_names_the_rename_that_loads_it(tmp_pat
 
 
 def test_train_save_by_name_keeps_the_more_trained_model_it_would_replace(tmp_path):
-    from test_commands import Recorder, run, tiny_session
+    from test_commands import run, tiny_session
+    from test_render import plain
 
     session = tiny_session()
     run(session, f":set checkpoint_dir={tmp_path}")
     run(session, ":train steps=3 save=best")
     run(session, ":load best")
     run(session, ":set n_heads=4")
-    heard = Recorder()
-    run(session, ":train steps=1 save=best", heard)  # was best replaced by the one-step model without a word
-    kept = [n for n in heard.notices if n.startswith("best held a model trained further (step 3)")]
-    assert kept, heard.notices
-    name = kept[0].split("it is kept as ")[1].split(" ")[0]
-    assert run(session, f":load {name}").step == 3
+    result = run(session, ":train steps=1 save=best")  # was best replaced by the one-step model without a word
+    assert result.kept_step == 3 and result.kept_as.startswith("kept-")
+    assert f"best held a model trained further (step 3) than this one: it is kept as {result.kept_as} " in \
+        plain(result, 300)
+    assert run(session, f":load {result.kept_as}").step == 3
 
 
 def test_a_ctrl_c_after_a_command_ran_says_it_ran(monkeypatch):

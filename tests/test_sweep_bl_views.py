@@ -188,6 +188,6 @@ def test_a_spark_line_that_averages_its_values_labels_the_bars_not_the_values():
     assert len(means) == 8 and max(means) < 10 and spark(values, 8)[-1] == "█"  # the full bar is the largest mean
     said = spark_scale(values, 8)
     # was "bars from 0 to 10.00", 10 never drawn as a full bar
-    assert said.startswith(f"bars from 0 to {max(means):.2f}, each the mean of about 8 values; they run from 1.00 to "
-                           "10.00"), said
+    assert said.startswith(f"bars from 0 to {max(means):.2f}, the largest mean: each bar averages 8 neighbouring "
+                           "values, and the values themselves run from 1.00 to 10.00"), said
     assert spark_scale(values[:8], 8) == "bars from 0 to 1.00, the least 1.00"

@@ -49,3 +49,54 @@ def test_a_bpe_that_reads_more_tokens_than_characters_says_so_and_which_n_would_
     session = tiny_session(data=str(path))
     words = run(session, ":set tokenizer=bpe:300").tokenizer
     assert "more tokens than characters" in words and "bpe:" in words.split("tokens a character")[1], words
+
+
+def test_tok_keeps_each_id_under_its_token_after_a_skin_tone_modifier(tmp_path):
+    from minitf_repl.palette import columns
+    from test_render import text_of
+
+    path = tmp_path / "emoji.txt"
+    path.write_text("family 👨‍👩‍👧 ❤️ 👋🏽 🇯🇵 ok\n" * 300, encoding="utf-8")
+    session = tiny_session(data=str(path))
+    result = run(session, ":tok fam 👋🏽 ok")
+    top, bottom = text_of(result, 80).splitlines()[:2]
+    # measured as terminals do: Rich counted 🏽 as 0 columns, and the ids after it sat 2 columns left of their tokens
+    at = columns(top[:top.index("o")])  # the column the "o" of "ok" starts at, after the modifier
+    assert bottom[at - 1] == " " and bottom[at:].split()[0] == str(result.ids[result.tokens.index("o")]), (top, bottom)
+
+
+# --- two sessions, one folder: a model some checkpoint still holds is not copied again --------------------------------
+def test_a_session_that_only_loads_keeps_no_copy_of_weights_another_checkpoint_holds(tmp_path):
+    from test_commands import Recorder
+
+    writer, reader = tiny_session(), tiny_session()
+    for s in (writer, reader):
+        run(s, f":set checkpoint_dir={tmp_path}")
+    run(writer, ":train steps=3")
+    run(writer, ":save other")
+    run(writer, ":save big")  # big holds other's weights at step 3
+    run(reader, ":load big")
+    run(writer, ":train steps=2")
+    run(writer, ":save big")  # another model in big; other still holds the one the reader loaded
+    hooks = Recorder()
+    run(reader, ":load big", hooks)
+    # was: "the model trained to step 3 was in no checkpoint (big holds another model now, or is gone): kept as
+    # kept-..." at every such load, a folder filled by a session that only loaded
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("kept-")], " ".join(hooks.notices)
+    assert reader.trainer.step == 5
+
+
+def test_a_save_over_a_further_trained_checkpoint_another_one_holds_says_where_it_is(tmp_path):
+    from test_render import text_of
+
+    s = tiny_session()
+    run(s, f":set checkpoint_dir={tmp_path}")
+    run(s, ":train steps=3")
+    run(s, ":save other")
+    run(s, ":save big")
+    run(s, ":set n_layers=2")  # a rebuilt model at step 0 (the trained one kept as kept-... by the rebuild)
+    result = run(s, ":save big")
+    # the run's autosave and `other` hold those weights at step 3: named, and nothing copied again
+    assert result.kept_as is None and result.held_in in ("autosave", "other") and result.held_step == 3
+    said = text_of(result, 200)
+    assert f"big held a model trained further (step 3), which {result.held_in} holds too: nothing kept" in said, said

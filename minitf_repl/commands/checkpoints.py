@@ -30,8 +30,8 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
                       writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
-from .shared import (AUTOSAVES_KEPT, SaveResult, ablations_gone, keep_meanwhile, keep_trained_model, quantized_gone,
-                     refuse_a_path, save_session, unseen_by)
+from .shared import (AUTOSAVES_KEPT, SaveResult, ablations_gone, held_line, keep_meanwhile, keep_trained_model,
+                     quantized_gone, refuse_a_path, save_session, unseen_by)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
@@ -48,7 +48,7 @@ DEFAULT_SAVE_NAME = "last"
     Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
           "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint,
           dash=False, path=True, browse="hf"),
-], interruptible=True, json_version=8)  # fmt: skip
+], interruptible=True, json_version=9)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from ..core.checkpoint import check_name, check_save_target
@@ -177,7 +177,10 @@ def render_save(result: SaveResult, console: Console) -> None:
     if result.kept_as is not None:  # never a trained model lost to one command (docs/checkpoints-and-safety.md)
         say(console, f"{result.name} held a model trained further (step {result.kept_step:,}) than this one: it is "
                      f"kept as {result.kept_as} ({restore(result.kept_as)} brings it back)", "yellow")
-    if result.replaced_unseen is not None:  # two sessions, one folder: the other's work went without a word
+    elif result.held_in is not None:  # kept nowhere new: another checkpoint holds those weights at that step
+        say(console, held_line(result.name, result.held_in, result.held_step), "yellow")
+    # (not where it was kept: "it is replaced" was said of the model the line before had kept)
+    elif result.replaced_unseen is not None:  # two sessions, one folder: the other's work went without a word
         say(console, f"{result.name} held a model at step {result.replaced_unseen:,} {unseen_by()}: it is replaced",
             "yellow")
     if result.architecture is not None:
@@ -303,7 +306,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
                   data_since_step=since, measured_since_step=measured)
     ckpt.restore_rng(checkpoint)
     _bpe_origin(session.tokenizer, data, since, checkpoint.meta.get("weights_from"))
-    session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
+    session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"), model_file=checkpoint.meta["files"]["model"])
     origin = checkpoint.meta.get("origin") or {}
     session.loaded_autosave_session = origin.get("session") if origin.get("kind") == "autosave" else None
     _said_gone(session, off, quantized, reporter)

@@ -19,14 +19,13 @@ from rich import box
 from rich.columns import Columns
 from rich.console import Console, Group
 from rich.measure import Measurement
-from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
 from ..core.config import GenConfig
 from ..core.errors import UserError
 from ..core.words import count, quoted_end
-from ..palette import piece_cell, quoted, visible
+from ..palette import columns, piece_cell, quoted, terminal_safe, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import chart, fmt
 from ..render.heatmap import (attention_window, column_width, heatmap, label_width, legend, plain, reads_future,
@@ -645,15 +644,17 @@ def render_score(result: ScoreResult, console: Console) -> None:
     note(console, f"one forward pass reads {count(n, result.unit)} and predicts each next one at once: position t "
                   f"{sees}, and its loss is -ln p(the true next token)")
     counted = [t for t in range(n) if result.counted[t]]
-    table = score_table(result, console, bars=True)
+    table, bars = score_table(result, console, bars=True), True
     if not fits(console, table):  # the bars go first: for the counter's column, or long tokens' pieces
-        table = score_table(result, console, bars=False)
+        table, bars = score_table(result, console, bars=False), False
     if not fits(console, table):  # 40-odd columns: a header a line per word ("true" over "next")
         table = score_table(result, console, bars=False, stacked=True)
     if not fits(console, table):  # and with counter=, p goes too: -ln p beside it says the same
         table = score_table(result, console, bars=False, stacked=True, probability=False)
     right = sum(result.right(t) for t in counted)
     console.print(table)
+    if bars and (scale := score_bars(result)) is not None:
+        note(console, scale)
     given = n - len(counted)
     which = (f"the {len(counted)} counted -ln p (the other {given} are given, not predicted: no loss there)"
              if given else f"the {n} -ln p" if n > 1 else "the one -ln p")
@@ -677,6 +678,28 @@ def render_score(result: ScoreResult, console: Console) -> None:
         note(console, f"this model has not trained yet: every p is near 1/V, every loss near ln(V); "
                       f"{look_again('score', AUTOSAVE_NAME, result.text, again='score the same text again')}")
     ablation_note(console, result.ablations)
+
+
+# A text's largest counted -ln p under this (p above 0.99 everywhere) is said to be tiny: its bars, scaled to it, ran
+# from a quarter to a full bar over losses that all read 0.000 or 0.001
+SCORE_TINY = 0.01
+
+
+def score_bars(result: ScoreResult) -> str | None:
+    """What :score's bars are drawn against: the text's largest counted -ln p, not a fixed scale, so that a text the
+    model knows drew full bars over losses of 0.000 (said then); None where no bar is drawn (every loss 0)."""
+    worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
+    if not worst > 0:
+        return None
+    at = next(t for t in range(len(result.losses)) if result.counted[t] and result.losses[t] == worst)
+    top = f"{worst:.3f}" if worst >= SCORE_TINY else f"{worst:.2g}"
+    counted = " counted" if not all(result.counted) else ""
+    words = (f"the bars: -ln p against the text's largest{counted} one, {top} at t = {at} (a full bar), not against "
+             "a fixed scale")
+    if worst < SCORE_TINY:
+        words += (f"; that is tiny (p {math.exp(-worst):.4f} there): the model was near certain at every position, "
+                  "and the bars only rank how near")
+    return words
 
 
 def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool = False,
@@ -1015,18 +1038,21 @@ def _no_sample(data) -> str:
 @render.register(TokResult)
 def render_tok(result: TokResult, console: Console) -> None:
     width = max(10, console.width)
-    top, bottom = Text(), Text()
+    top, bottom, used = Text(), Text(), 0
     for tok, i in zip(result.tokens, result.ids):
         shown = visible(tok)
-        cells = cell_len(shown)  # 2 a character for 日 or 語: its id goes under both columns
+        # 2 a character for 日 or 語: its id goes under both columns. Measured as terminals do (palette.columns), not
+        # by Rich's cell_len: a skin-tone modifier alone (🏽) counted 0 there, and every id after it sat 2 columns left
+        cells = columns(shown)
         w = max(cells, len(str(i))) + 1
-        if top.cell_len + w > width and top.cell_len:
+        if used + w > width and used:
             console.print(top, highlight=False, no_wrap=True)
             console.print(bottom, highlight=False, no_wrap=True)
             console.print()
-            top, bottom = Text(), Text()
+            top, bottom, used = Text(), Text(), 0
         top.append(shown + " " * (w - cells), style="bold")
         bottom.append(str(i).ljust(w), style="dim")
+        used += w
     console.print(top, highlight=False, no_wrap=True)
     console.print(bottom, highlight=False, no_wrap=True)
     # "4 tokens, subword pieces of 1 character" read as pieces a character long: the counts, side by side
@@ -1035,6 +1061,10 @@ def render_tok(result: TokResult, console: Console) -> None:
     tokens = count(len(result.ids), "token")
     note(console, f"{tokens}{',' if result.kind == 'character' else ''} {per}; ids index a vocabulary of "
                   f"{result.vocab_size:,}")
+    # the characters counted: the tokens' own (as the data writes them) for characters, the typed text's for BPE
+    counted = (result.read_as if result.kind == "character" and result.read_as is not None else result.text)
+    if (points := code_points_note(counted)) is not None:
+        note(console, points)
     if result.read_as is not None:
         read = count(len(result.read_as), "character")
         typed = f"{len(result.text)} {'was' if len(result.text) == 1 else 'were'} typed"
@@ -1053,6 +1083,59 @@ def render_tok(result: TokResult, console: Console) -> None:
 
 
 TOK_PIECES = 40  # merges=on lists at most this many pieces, then says how many more
+
+
+def _joining(ch: str) -> str | None:
+    """What `ch` is where it is a code point that shows only with its neighbours (an emoji's joiner, a variation
+    selector, an accent), else None: a "character" of :tok's counts is a code point, and 👨‍👩‍👧 is five."""
+    import unicodedata
+
+    point = ord(ch)
+    if ch in "\u200c\u200d":
+        return "zero-width joiner" if ch == "\u200d" else "zero-width non-joiner"
+    if 0xFE00 <= point <= 0xFE0F or 0xE0100 <= point <= 0xE01EF:
+        return "variation selector"
+    if 0x1F3FB <= point <= 0x1F3FF:
+        return "skin-tone modifier"
+    if 0x1F1E6 <= point <= 0x1F1FF:
+        return "regional indicator"
+    if 0xE0020 <= point <= 0xE007F:
+        return "tag"
+    return "combining mark" if unicodedata.category(ch) in ("Mn", "Me", "Mc") else None
+
+
+def shown_characters(text: str) -> list[str]:
+    """`text` cut where a character shows: a code point `_joining` names stays on the one before, as does one after a
+    zero-width joiner, and two regional indicators make one flag (a rough cut of Unicode's grapheme clusters, which
+    the standard library does not make)."""
+    shown: list[str] = []
+    for ch in text:
+        kind = _joining(ch)
+        flag = kind == "regional indicator" and shown and len(shown[-1]) == 1 and _joining(shown[-1]) == kind
+        if shown and ((kind is not None and kind != "regional indicator") or shown[-1].endswith("\u200d") or flag):
+            shown[-1] += ch
+        else:
+            shown.append(ch)
+    return shown
+
+
+def code_points_note(text: str) -> str | None:
+    """Where `text` holds code points that show only with their neighbours: that :tok's "character" is a code point,
+    how many the text shows, and which code points those are (it said "one per character" of 👨‍👩‍👧's five
+    tokens); None where each code point shows as a character of its own."""
+    shown = shown_characters(text)
+    if len(shown) == len(text):
+        return None
+    kinds: dict[str, int] = {}
+    for ch in text:
+        if (kind := _joining(ch)) is not None:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    named = [count(n, kind) for kind, n in kinds.items()]
+    listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    example = next(cluster for cluster in shown if len(cluster) > 1)
+    return (f"a character here is a Unicode code point, not what shows as one: these {len(text):,} show as "
+            f"{len(shown):,}, since the text's {listed} show only with their neighbours "
+            f"('{terminal_safe(example)}' is {len(example)} code points)")
 
 
 def _render_merges(result: TokResult, console: Console) -> None:

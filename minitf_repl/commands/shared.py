@@ -66,9 +66,14 @@ class SaveResult:
     moved_files: bool = False  # what moved aside held no checkpoint, but other files
     dropped: Dropped | None = None  # the oldest autosave, which the rotation deleted to make room; None: none
     # NAME held a model trained further than this one (a save by name of a rebuilt model over the trained one it
-    # came from): moved to this name first; null: nothing of the kind
+    # came from), which no other checkpoint holds: kept under this name before NAME was saved over; null: nothing of
+    # the kind
     kept_as: str | None = None
     kept_step: int | None = None  # the step of the model kept so; null: none was
+    # NAME held a model trained further than this one that another checkpoint holds too (the same weights at the same
+    # step): that checkpoint's name, and nothing kept; null: nothing of the kind
+    held_in: str | None = None
+    held_step: int | None = None  # the step of the model held so; null: none was
 
 
 def say_emulated(dtypes, device, reporter) -> None:
@@ -108,7 +113,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
     outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None, "moved_aside": None,
-               "dropped": None, "kept_aside": None}
+               "dropped": None, "kept_aside": None, "held_by": None}
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
@@ -140,7 +145,8 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     # then the checkpoint no longer holds this model (Session.unsaved_step). It was read back from NAME, under no
     # lock: a save of NAME by another session in between was taken for this one's, and this model for saved.
     meta_sha = outcome["meta_sha256"]
-    session.checkpoint_written(name, meta_sha)
+    session.checkpoint_written(name, meta_sha, model_file=outcome.get("model_file"))
+    session.save_refused_in = None  # the folder took this save: a later full disk is said by its own save
     return SaveResult(
         name=name, path=os.path.abspath(path), step=session.trainer.step,
         size_bytes=outcome["size_bytes"], seconds=time.perf_counter() - start,
@@ -151,7 +157,16 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         dropped=Dropped(*outcome["dropped"]) if outcome["dropped"] is not None else None,
         kept_as=outcome["kept_aside"][0] if outcome["kept_aside"] else None,
         kept_step=outcome["kept_aside"][1] if outcome["kept_aside"] else None,
+        held_in=outcome["held_by"][0] if outcome["held_by"] else None,
+        held_step=outcome["held_by"][1] if outcome["held_by"] else None,
     )
+
+
+def held_line(name: str, held_in: str, held_step: int) -> str:
+    """Said where NAME held a model trained further that another checkpoint holds too, so nothing was kept: that a
+    further-trained model was there, and where it still is (the rule never to lose one to a command, met by that)."""
+    return (f"{name} held a model trained further (step {held_step:,}), which {held_in} holds too: nothing kept "
+            f"({restore(held_in)} brings it back)")
 
 
 def unseen_by() -> str:
@@ -173,11 +188,19 @@ def keep_meanwhile(session: Session, e: CheckpointError) -> CheckpointError:
     from ..core.checkpoint.layout import ANOTHER_DIR
     from ..syntax import REPL, syntax
 
+    if str(e).endswith(ANOTHER_DIR):
+        session.save_refused_in = session.checkpoint_dir
     if syntax() != REPL or not str(e).endswith(ANOTHER_DIR):
         return e
     kept = " keeps this model and" if session.has_model else ""
     return CheckpointError(f"{str(e)[: -len(ANOTHER_DIR)]}choose another folder: {cmd('set', checkpoint_dir='DIR')}"
                            f"{kept} saves there from now on")
+
+
+def folder_refused(session: Session) -> bool:
+    """Whether the session's last save failed because its checkpoint folder, still the one in use, cannot be used
+    (full, read-only, not this user's: keep_meanwhile), so that `:save NAME` there fails again."""
+    return session.save_refused_in is not None and session.save_refused_in == session.checkpoint_dir
 
 
 def _meta_of(manifest: bytes | None) -> str | None:

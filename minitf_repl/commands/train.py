@@ -38,8 +38,9 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, 
                       syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
-from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, file_changed, load_checked, rebuilt_line, recipe_line,
-                     refuse_a_path, redraw_untrained, save_session, seed_kept_line, switch_data, unseen_by)
+from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, file_changed, held_line, load_checked, rebuilt_line,
+                     recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line, switch_data,
+                     unseen_by)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -81,6 +82,13 @@ class TrainResult:
     # `:save autosave`), kept; None: nothing of the kind
     moved_aside: str | None = None
     moved_files: bool = False  # what moved aside held no checkpoint, but other files
+    # save=NAME found NAME holding a model trained further, kept under this name first, and that model's step: said
+    # beside the "saved" line (a notice during the command sat above the table in a log, far from the end that is read)
+    kept_as: str | None = field(default=None, metadata={"view_only": True})
+    kept_step: int | None = field(default=None, metadata={"view_only": True})
+    # or that model another checkpoint holds too (nothing kept), and its step (shared.held_line)
+    held_in: str | None = field(default=None, metadata={"view_only": True})
+    held_step: int | None = field(default=None, metadata={"view_only": True})
     # the symbols the validation data holds and the training data never does ("": none): a val loss no rate lowers
     held_out_only: str = ""
     dropped: Dropped | None = None  # the oldest autosave, deleted by this run's rotation; said where it was better
@@ -477,6 +485,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # stopped before its first step (a quick Ctrl-C) has nothing new to keep: its autosave would only push an
     # older run out of the rotation, so it writes none (save=NAME was asked for by name, and is written).
     saved, save_error, replaced, unseen, moved, files, dropped = None, None, False, None, None, False, None
+    kept = held = (None, None)  # NAME's further-trained model kept under another name (or held by another checkpoint)
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave and summary.steps else None)
     if name is not None and not distributed.is_main():
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
@@ -488,10 +497,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             written = save_session(session, name, origin="autosave" if autosave else "save",
                                    rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed, reporter=reporter,
                                    keep_trained=save_as is not None)  # as :save NAME keeps a further-trained NAME
-            if written.kept_as is not None:
-                reporter.notice(f"{name} held a model trained further (step {written.kept_step:,}) than this one: it "
-                                f"is kept as {written.kept_as} ({restore(written.kept_as)} brings it back)")
-            saved = written.name
+            saved, kept, held = written.name, (written.kept_as, written.kept_step), (written.held_in, written.held_step)
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
             replaced = written.replaced and save_as is not None and own_save is None
             unseen = written.replaced_unseen if save_as is not None else None
@@ -503,7 +509,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
-        moved_aside=moved, moved_files=files, dropped=dropped,
+        moved_aside=moved, moved_files=files, dropped=dropped, kept_as=kept[0], kept_step=kept[1], held_in=held[0],
+        held_step=held[1],
         held_out_only=held_out() if (held_out := getattr(session.data, "held_out_only", None)) else "",
         schedule=schedule, constant_lr=constant_lr, constant_from=constant_from,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
@@ -864,7 +871,13 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
             note(console, f"trained by {ranks} processes at batch_size {each} each, a global batch of {ranks * each}: "
                           f"one process continues it alike with --set batch_size={ranks * each}, and under torchrun "
                           f"the same launch does (the checkpoint does not record how many processes trained it)")
-        if result.replaced_unseen is not None:  # as :save says it: another session's work went without a word
+        if result.kept_as is not None:  # never a trained model lost to one command (docs/checkpoints-and-safety.md)
+            say(console, f"{result.saved} held a model trained further (step {result.kept_step:,}) than this one: it "
+                         f"is kept as {result.kept_as} ({restore(result.kept_as)} brings it back)", "yellow")
+        elif result.held_in is not None:  # kept nowhere new: another checkpoint holds those weights at that step
+            say(console, held_line(result.saved, result.held_in, result.held_step), "yellow")
+        elif result.replaced_unseen is not None:  # as :save says it: another session's work went without a word
+            # (not where it was kept: "it is replaced" was said of the model the line before had kept)
             say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} {unseen_by()}: it is "
                          "replaced", "yellow")
         gone = result.dropped  # the baseline a few experiments back, better than this run, deleted: said where the

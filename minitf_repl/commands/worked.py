@@ -76,12 +76,16 @@ def spark_scale(values: list[float], width: int, show=lambda v: f"{v:.2f}") -> s
     """What spark(values, width)'s bars stand for: render.chart.spark draws them from 0 to the largest bar, so a label
     "20.64 to 46.29" read as their bottom and top (20.64 drew as a half-high bar); where the width averages
     neighbours into one bar, its full bar is the largest mean, not the largest value (128 singular values in 40 bars
-    were labelled with a top 40% above the full bar's)."""
+    were labelled with a top 40% above the full bar's). A bar averages a whole number of values, 1 or 2 where the
+    values are not twice the bars ("each the mean of about 1.3 values"), and the values' range is named as theirs:
+    "they run from 9.93 to 13.80" beside a top of 13.59 read as the bars'."""
     means = spark_bins(values, width)
     if len(means) == len(values):
         return f"bars from 0 to {show(max(values))}, the least {show(min(values))}"
-    return (f"bars from 0 to {show(max(means))}, each the mean of about {len(values) / len(means):.2g} values; they "
-            f"run from {show(min(values))} to {show(max(values))}")
+    fewest, most = len(values) // len(means), -(-len(values) // len(means))  # spark_bins' chunks are of these sizes
+    each = f"{fewest}" if fewest == most else f"{fewest} or {most}"
+    return (f"bars from 0 to {show(max(means))}, the largest mean: each bar averages {each} neighbouring values, and "
+            f"the values themselves run from {show(min(values))} to {show(max(values))}")
 
 
 def closing_notes(console: Console, result, untrained: str | None = None, name: str = "") -> None:
