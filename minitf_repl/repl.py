@@ -655,8 +655,9 @@ def toolbar_text(session, width: int | None = None) -> str:
     # prompt-toolkit cutting the line at the screen's edge mid-name with no sign of it.
     head = f" step {st.step:,}{marks[-1]} | {short} | "
     room = width - cell_len(head) - 1
-    if room <= 1:  # no room for even "…" and a letter (40 columns, a part ablated and the int8 copy): the data goes
-        return head[:-2]
+    if room <= 1:  # no room for even "…" and a letter (40 columns, a part ablated and the int8 copy): the data goes,
+        bare = head[:-2]  # then the line's end, cut where it would run past the edge, and marked so
+        return bare if cell_len(bare) <= width else bare[:max(0, width - 2)] + "…"
     end = len(data)
     while end > 0 and cell_len(data[end - 1:]) <= room - 1:  # the most of the name's end that fits after "…"
         end -= 1

@@ -243,12 +243,12 @@ class Session:
         return self.trainer.step == 0 and self.weights_from is None
 
     def checkpoint_written(self, name: str | None, meta_sha256: str | None = None,
-                           model_file: dict | None = None) -> None:
+                           model_file: dict | None = None, same_model: dict | None = None) -> None:
         """The model as it is now was saved as, or loaded from, checkpoint `name`; `meta_sha256` is that
         checkpoint's own (its manifest's), None where it is no checkpoint of checkpoint_dir (an hf: folder) or
         nothing was written here (a rank under torchrun that is not the one writing). `model_file`: its manifest's
-        entry of the model file (sha256, size), by which any checkpoint of the folder holding these weights at this
-        step is found (saved_over)."""
+        entry of the model file (sha256, size), and `same_model` what else it holds (reads.same_model), by which any
+        checkpoint of the folder holding this model at this step is found (saved_over)."""
         self.last_checkpoint, self._saved_in = name, self.checkpoint_dir
         if meta_sha256 is not None:
             self.known_saves.add(meta_sha256)
@@ -259,7 +259,7 @@ class Session:
         earlier = self._on_disk[3] if same else frozenset()
         weights = self._on_disk[4] if same else frozenset()
         if model_file is not None and isinstance(model_file.get("sha256"), str):
-            weights |= {(model_file["sha256"], model_file.get("size"))}
+            weights |= {(model_file["sha256"], model_file.get("size"), json.dumps(same_model, sort_keys=True))}
         self._on_disk = ((weakref.ref(self._trainer), self._trainer.step, meta_sha256,
                           earlier | {meta_sha256} if meta_sha256 is not None else earlier, weights)
                          if self._trainer is not None else None)
@@ -331,8 +331,8 @@ class Session:
         from .core.checkpoint.reads import holding
 
         step = self._on_disk[1]
-        if any(holding(self._saved_in, {"sha256": sha, "size": size}, step) is not None
-               for sha, size in self._on_disk[4]):
+        if any(holding(self._saved_in, {"sha256": sha, "size": size}, step, like=json.loads(like)) is not None
+               for sha, size, like in self._on_disk[4]):
             return None
         return self.last_checkpoint
 

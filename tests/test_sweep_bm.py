@@ -94,9 +94,63 @@ def test_a_save_over_a_further_trained_checkpoint_another_one_holds_says_where_i
     run(s, ":train steps=3")
     run(s, ":save other")
     run(s, ":save big")
-    run(s, ":set n_layers=2")  # a rebuilt model at step 0 (the trained one kept as kept-... by the rebuild)
+    run(s, ":set n_layers=2")  # a rebuilt model at step 0 (the trained one is in big and other: no kept-... made)
     result = run(s, ":save big")
-    # the run's autosave and `other` hold those weights at step 3: named, and nothing copied again
-    assert result.kept_as is None and result.held_in in ("autosave", "other") and result.held_step == 3
+    # `other` holds those weights at step 3: named, and nothing copied again; the autosave holds them too, but
+    # rotation deletes it four runs later, so it never stands for the model
+    assert result.kept_as is None and (result.held_in, result.held_step) == ("other", 3)
     said = text_of(result, 200)
-    assert f"big held a model trained further (step 3), which {result.held_in} holds too: nothing kept" in said, said
+    assert "big held a model trained further (step 3), which other holds too: nothing kept" in said, said
+
+
+def test_a_further_trained_model_only_an_autosave_holds_is_kept(tmp_path):
+    s = tiny_session()
+    run(s, f":set checkpoint_dir={tmp_path}")
+    run(s, ":train steps=3")
+    run(s, ":save best")  # the autosave holds the same weights at step 3
+    run(s, ":set n_layers=2")
+    kept = run(s, ":save best")
+    assert kept.held_in is None and kept.kept_as is not None and kept.kept_step == 3  # rotation deletes autosaves
+
+
+def test_a_further_trained_model_held_only_by_another_function_of_its_weights_is_kept(tmp_path):
+    s = tiny_session()
+    run(s, f":set checkpoint_dir={tmp_path}")
+    run(s, ":train steps=3")
+    run(s, ":save big")
+    run(s, ":set causal=off")  # the same weights compute another function: `other` cannot bring big's model back
+    run(s, ":save other")
+    run(s, ":set causal=on n_layers=2")  # rebuilt at step 0
+    again = run(s, ":save big")
+    assert again.held_in is None and again.kept_as is not None, (again.held_in, again.kept_as)
+
+
+def test_the_shell_is_told_a_line_that_loads_good_weights_and_trains(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    s = tiny_session()
+    run(s, f":set checkpoint_dir={tmp_path}")
+    run(s, ":train steps=2")
+    with torch.no_grad():
+        for p in s.model.parameters():
+            p.mul_(1e8)
+    run(s, ":save bad")
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--set", "n_layers=1", "--set",
+                                        "d_model=32", "--set", "n_heads=2", "--set", "d_ff=64", "--set",
+                                        "max_seq_len=32", "--data", "sort:4", "--load", "bad", "train", "--steps",
+                                        "2"))
+    # was: "minitf --load bad load NAME", which loads, loads again and trains nothing
+    assert "broken already" in line and "--load NAME train" in line and "load NAME (" not in line, line
+
+
+def test_train_json_says_where_a_further_trained_model_went(tmp_path):
+    from minitf_repl.commands.base import REGISTRY
+    from minitf_repl.dispatch import json_document
+
+    s = tiny_session()
+    run(s, f":set checkpoint_dir={tmp_path}")
+    run(s, ":train steps=3 save=best")
+    run(s, ":set n_layers=2")
+    doc = json_document(REGISTRY["train"], run(s, ":train steps=1 save=best"))
+    assert doc["kept_as"] and doc["kept_step"] == 3 and doc["held_in"] is None, doc  # was: no such fields
+    assert doc["schema"] == "minitf.train/21"

@@ -1,4 +1,4 @@
-"""Sweep bm, checkpoints: a save that keeps a model trained further, copies kept of a held model, own autosaves moved."""
+"""Sweep bm, checkpoints: a save keeping a model trained further, copies of a held model, own autosaves moved."""
 
 from __future__ import annotations
 
@@ -163,3 +163,25 @@ def test_a_continued_run_replaces_its_own_autosave_that_another_sessions_run_rot
     assert ckpt.store.is_own_autosave(checkpoint_dir / "autosave-1", b.token)
     assert ckpt.store.is_own_autosave(checkpoint_dir / "autosave-2", c.token)
     assert not [n for n in os.listdir(checkpoint_dir) if ".tmp-" in n]
+
+
+def test_a_continued_runs_autosave_that_fails_to_commit_puts_its_own_earlier_one_back(checkpoint_dir, monkeypatch):
+    a, b = tiny_session(), tiny_session(seed=3)
+
+    class StopAt2(Reporter):
+        def should_stop(self):
+            return a.trainer.step >= 2
+
+    run(a, ":train steps=4", StopAt2())  # a's autosave at step 2
+    run(b, ":train steps=3")  # b's run: a's autosave goes to autosave-1
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ckpt.store, "_save_new", full)
+    result = run(a, ":train")  # a continues; its autosave fails after the rotation moved its own earlier one aside
+    monkeypatch.undo()
+    assert result.save_error and result.saved is None
+    # was: a's step-2 autosave left hidden as .autosave-1.tmp-..., debris the next save deleted
+    steps = _steps(checkpoint_dir)
+    assert 2 in steps.values() and 3 in steps.values(), steps

@@ -91,6 +91,9 @@ def test_the_toolbar_shows_the_parts_ablated_and_the_int8_copy():
     for width in (200, 80, 60, 50, 40):
         bar = toolbar_text(s, width)
         assert "ablated" in bar and "int8" in bar and len(bar) <= width, (width, bar)
+    for width in (36, 34, 30, 20):  # narrower still: cut and marked, never past the edge (it stayed 38 wide)
+        bar = toolbar_text(s, width)
+        assert len(bar) <= width and bar.endswith("…"), (width, bar)
     assert " | ablated: head 0.1 +1 | int8 | " in toolbar_text(s, 60) or " | ablated: head 0.0 +1 | int8 | " in \
         toolbar_text(s, 60)
     assert toolbar_text(s, 40).startswith(" step 3 | ablated | int8 | val ")  # the data goes before the marks

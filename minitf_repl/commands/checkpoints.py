@@ -245,6 +245,8 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     name = (args["name"] or "").strip()
     folder = hf_path(name)
     if folder is not None:
+        if (cached := _from_hub_cache(folder, reporter)) != folder:  # `hf:gpt2`: a Hub model's name, no folder here
+            folder, name = cached, HF_PREFIX + str(cached)  # the session's hf:PATH reads again (tokenizer, parity)
         if (revision := cache_revision(folder)) != folder:  # a cache's models--NAME: the snapshot refs/main names
             folder, name = revision, HF_PREFIX + str(revision)  # the session's hf:PATH reads again (tokenizer, parity)
         try:
@@ -306,7 +308,10 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
                   data_since_step=since, measured_since_step=measured)
     ckpt.restore_rng(checkpoint)
     _bpe_origin(session.tokenizer, data, since, checkpoint.meta.get("weights_from"))
-    session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"), model_file=checkpoint.meta["files"]["model"])
+    from ..core.checkpoint.reads import same_model
+
+    session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"), model_file=checkpoint.meta["files"]["model"],
+                               same_model=same_model(checkpoint.meta))
     origin = checkpoint.meta.get("origin") or {}
     session.loaded_autosave_session = origin.get("session") if origin.get("kind") == "autosave" else None
     _said_gone(session, off, quantized, reporter)
@@ -465,6 +470,25 @@ def _bpe_origin(tokenizer, data, since: int, weights_from: str | None) -> None:
         return
     if getattr(tokenizer, "trained_on", None) is None and isinstance(data, TextCorpus):
         tokenizer.trained_on = (data.name, hash(data.split_text("train"))) if since == 0 else ("another", None)
+
+
+def _from_hub_cache(folder, reporter: Reporter):
+    """`hf:NAME` that names no file or folder here but a Hub model (`hf:gpt2`, as transformers takes it): the snapshot
+    of it in the Hugging Face cache (core.hf.folder.hub_snapshot: refs/main's, complete), said in one line, which
+    names it for the next time; else `folder` as given. Found, it was not loaded: "gpt2 does not exist; ...; gpt2 is
+    in the Hugging Face cache"."""
+    try:
+        if folder.is_absolute() or str(folder).startswith((".", "~")) or os.path.lexists(folder):
+            return folder  # a path, or a folder here named as a model is: that folder (torch not imported for it)
+    except (OSError, ValueError):  # a name too long, a NUL: read_folder names the problem
+        return folder
+    from ..core.hf.folder import hub_snapshot
+
+    snapshot = hub_snapshot(folder)
+    if snapshot is None:
+        return folder
+    reporter.notice(f"{folder} is no folder here: read from the Hugging Face cache, hf:{snapshot}")
+    return snapshot
 
 
 def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadResult:
@@ -692,8 +716,8 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
         raise UserError(f"tolerance must be a number in (0, 1], e.g. 1e-4; got {clip(str(tolerance))}")
     given = (args["path"] or "").strip()
     folder = hf_path(given)
-    if folder is not None:
-        folder = cache_revision(folder)  # a cache's models--NAME: the snapshot its refs/main names
+    if folder is not None:  # `hf:gpt2` from the Hugging Face cache, as :load reads it; a cache's models--NAME: the
+        folder = cache_revision(_from_hub_cache(folder, reporter))  # snapshot its refs/main names
     if folder is None:  # a path typed without hf: is that folder, written as hf:PATH
         from pathlib import Path
 

@@ -145,7 +145,8 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     # then the checkpoint no longer holds this model (Session.unsaved_step). It was read back from NAME, under no
     # lock: a save of NAME by another session in between was taken for this one's, and this model for saved.
     meta_sha = outcome["meta_sha256"]
-    session.checkpoint_written(name, meta_sha, model_file=outcome.get("model_file"))
+    session.checkpoint_written(name, meta_sha, model_file=outcome.get("model_file"),
+                               same_model=outcome.get("same_model"))
     session.save_refused_in = None  # the folder took this save: a later full disk is said by its own save
     return SaveResult(
         name=name, path=os.path.abspath(path), step=session.trainer.step,

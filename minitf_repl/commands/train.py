@@ -82,13 +82,14 @@ class TrainResult:
     # `:save autosave`), kept; None: nothing of the kind
     moved_aside: str | None = None
     moved_files: bool = False  # what moved aside held no checkpoint, but other files
-    # save=NAME found NAME holding a model trained further, kept under this name first, and that model's step: said
-    # beside the "saved" line (a notice during the command sat above the table in a log, far from the end that is read)
-    kept_as: str | None = field(default=None, metadata={"view_only": True})
-    kept_step: int | None = field(default=None, metadata={"view_only": True})
-    # or that model another checkpoint holds too (nothing kept), and its step (shared.held_line)
-    held_in: str | None = field(default=None, metadata={"view_only": True})
-    held_step: int | None = field(default=None, metadata={"view_only": True})
+    # save=NAME found NAME holding a model trained further, which no other checkpoint holds: kept under this name
+    # before NAME was saved over; null: nothing of the kind
+    kept_as: str | None = None
+    kept_step: int | None = None  # the step of the model kept so; null: none was
+    # save=NAME found NAME holding a model trained further that another checkpoint holds too: that checkpoint's name,
+    # and nothing kept; null: nothing of the kind
+    held_in: str | None = None
+    held_step: int | None = None  # the step of the model held so; null: none was
     # the symbols the validation data holds and the training data never does ("": none): a val loss no rate lowers
     held_out_only: str = ""
     dropped: Dropped | None = None  # the oldest autosave, deleted by this run's rotation; said where it was better
@@ -220,7 +221,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=20)  # fmt: skip
+], json_version=21)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -657,8 +658,9 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
         return TrainingDiverged(  # mends them, and a rate suggested would fail the same way at step 1
             f"the {e.what} is {e.value} at step {e.step}, before any update of this run: the model's weights are "
             f"broken already ({e.broken}), and no learning rate mends them; nothing changed. Train from good weights: "
-            f"{cmd('load', 'NAME')} ({cmd('ls')} lists them)", step=e.step, what=e.what, value=e.value,
-            broken=e.broken)
+            # from the shell a line that loads them and trains (`minitf --load bad load NAME` trained nothing)
+            + (f"{cmd('load', 'NAME')} ({cmd('ls')} lists them)" if syntax() == REPL else cmd('train', load='NAME')),
+            step=e.step, what=e.what, value=e.value, broken=e.broken)
     back = (f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
             f"back at step {session.trainer.step}, where this training began{f' ({switched})' if switched else ''}. ")
     if suggestion * weight_decay >= 1:  # the rate it would suggest diverges too: the decay is what to lower

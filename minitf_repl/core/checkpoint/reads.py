@@ -213,9 +213,23 @@ def rotation_owns(path: Path) -> bool:
     return origin_kind(path) in ("autosave", LEGACY_ORIGIN)
 
 
-def holding(directory, model: dict, step: int, besides=(), same_file: Path | None = None) -> str | None:
+# What else a checkpoint must hold, beyond the same weights at the same step, to bring the same model back: the
+# settings it computes with (causal=off keeps the weights and changes the function), its vocabulary and its data
+SAME_MODEL = ("model_config", "vocab", "data_spec", "measured_since_step")
+
+
+def same_model(manifest: dict) -> dict:
+    """The fields of a manifest (SAME_MODEL) that another checkpoint must hold alike to stand for its model."""
+    return {key: manifest.get(key) for key in SAME_MODEL}
+
+
+def holding(directory, model: dict, step: int, besides=(), same_file: Path | None = None,
+            like: dict | None = None) -> str | None:
     """The name of a checkpoint of DIR (none of `besides`) that loads the weights `model` fingerprints at `step`, else
-    None. `model`: a manifest's entry of its model file (its "sha256" and "size").
+    None. `model`: a manifest's entry of its model file (its "sha256" and "size"); `like`: same_model() of the
+    model's own manifest, which the holder's must equal (its settings, vocabulary and data). An autosave never
+    holds a model for keeps: rotation moves it on and deletes it four runs later (`:save best` after a :train, then
+    a rebuild's `:save best`, was told the autosave held the trained best, which the fourth next run deleted).
 
     Why (issue "a session that only loads fills the folder with kept-* copies"): a model is in a checkpoint where one
     in the folder loads these very weights, at this step, back, whichever save wrote them. The checksum of one save's
@@ -242,6 +256,11 @@ def holding(directory, model: dict, step: int, besides=(), same_file: Path | Non
             manifest = json.loads(raw)
             entry = manifest["files"]["model"]
             if entry["sha256"] != digest or entry["size"] != size or manifest["trainer"]["step"] != step:
+                continue
+            origin = manifest.get("origin")
+            if (LEGACY_ORIGIN if origin is None else origin.get("kind")) in ("autosave", LEGACY_ORIGIN):  # rotation's
+                continue
+            if like is not None and same_model(manifest) != like:
                 continue
             if _holds_bytes(directory / name / entry["file"], digest, size, same_file):
                 return name

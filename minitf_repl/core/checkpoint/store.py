@@ -37,7 +37,7 @@ from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFE
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
 from .reads import (holding, open_regular, origin_kind, read_manifest, read_manifest_bytes, read_open,
-                    rotation_owns)
+                    rotation_owns, same_model)
 
 
 class NameTaken(CheckpointError):
@@ -56,8 +56,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     rotation. `exclusive`: fail with NameTaken instead of replacing an existing NAME (a name picked
     to be new stays new even when another process picks it at the same moment). `rotate=K`: first
     shift an existing NAME to NAME-1 .. NAME-K (see `rotate`); with `same_run`, this session's own autosave of this
-    run (is_own_autosave), which a continued run replaces, is replaced where it is: NAME saved over, or NAME-k (moved
-    there by another's autosave) deleted and only the slots before it shifted. The new checkpoint is written in full
+    run (is_own_autosave), which a continued run replaces, is replaced where it is, NAME being there: NAME saved
+    over, or NAME-k (moved there by another's autosave) deleted and only the slots before it shifted. The new checkpoint is written in full
     before anything moves. `keep_trained`: a NAME trained further is kept as kept-... (_save_keeping), unless another
     checkpoint holds it (outcome "held_by"). `share_from`: names of checkpoints in
     DIR whose identical data files this one may share (see `write_or_link`). Everything from the
@@ -166,6 +166,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         outcome["meta_sha256"] = manifest["meta_sha256"]
         # the weights' fingerprint (reads.holding): the model is in a checkpoint while any of the folder holds them
         outcome["model_file"] = manifest["files"]["model"]
+        outcome["same_model"] = same_model(manifest)  # what a holder must hold alike (reads.holding's `like`)
         # the bytes this save writes (manifest and files, as :ls counts them): read back from NAME after the save,
         # it was a full check of the manifest (0.1 s at 20k history rows), and another session's if one saved since
         outcome["size_bytes"] = len(manifest_bytes) + sum(len(data) for data in files.values())
@@ -202,21 +203,26 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                 except BaseException:
                     shutil.rmtree(written, ignore_errors=True)
                     raise
-            if held is not None:
-                kept = _save_keeping(directory, target, held, files, manifest_bytes, uid, sources)
-                if outcome is not None:
-                    outcome["kept_aside"] = kept
-            elif target.is_dir() and written is None:
-                _save_over(target, files, manifest_bytes, uid, sources)
-            else:
-                try:
-                    _save_new(directory, name, files, manifest_bytes, uid, sources, written)
-                except OSError as e:
-                    # NAME appeared meanwhile, made by something that takes no lock (an older minitf, a
-                    # person): save over it as over any existing checkpoint, once.
-                    if e.errno not in (errno.EEXIST, errno.ENOTEMPTY) or exclusive or not target.is_dir():
-                        raise
+            try:
+                if held is not None:
+                    kept = _save_keeping(directory, target, held, files, manifest_bytes, uid, sources)
+                    if outcome is not None:
+                        outcome["kept_aside"] = kept
+                elif target.is_dir() and written is None:
                     _save_over(target, files, manifest_bytes, uid, sources)
+                else:
+                    try:
+                        _save_new(directory, name, files, manifest_bytes, uid, sources, written)
+                    except OSError as e:
+                        # NAME appeared meanwhile, made by something that takes no lock (an older minitf, a
+                        # person): save over it as over any existing checkpoint, once.
+                        if e.errno not in (errno.EEXIST, errno.ENOTEMPTY) or exclusive or not target.is_dir():
+                            raise
+                        _save_over(target, files, manifest_bytes, uid, sources)
+            except BaseException:
+                if replaced is not None:  # not committed: the run's own earlier autosave comes back (a Ctrl-C or a
+                    _put_back(directory, name, rotate, replaced)  # full disk lost it to the next save's clean-up)
+                raise
             if replaced is not None:  # committed: the run's own earlier autosave, superseded, goes
                 shutil.rmtree(replaced, ignore_errors=True)
     except OSError as e:
@@ -244,8 +250,10 @@ def _more_trained(directory: Path, target: Path, step: int, outcome: dict | None
     if held is None or held[1] <= step:
         return None
     try:
-        entry = json.loads(read_manifest_bytes(target / MANIFEST))["files"]["model"]
-        holder = holding(directory, entry, held[1], besides={target.name}, same_file=target / entry["file"])
+        manifest = json.loads(read_manifest_bytes(target / MANIFEST))
+        entry = manifest["files"]["model"]
+        holder = holding(directory, entry, held[1], besides={target.name}, same_file=target / entry["file"],
+                         like=same_model(manifest))
     except Exception:  # noqa: BLE001 - read just now by _meta_and_step: kept, as any checkpoint trained further
         holder = None
     if holder is None:
@@ -630,9 +638,14 @@ def _own_slot(directory: Path, name: str, keep: int, tokens: set, run: dict) -> 
     `tokens`), which a continued run replaces wherever rotation moved it; None where there is none. Only NAME was
     asked: a run stopped, another session's run autosaved (this one's went to NAME-1), and the continued run rotated
     its own stale partial run on to NAME-2, where it took a slot of the runs kept."""
+    marks = [token.encode() for token in tokens]
     for k in range(keep + 1):
         slot = directory / (name if k == 0 else f"{name}-{k}")
-        if slot.is_dir() and any(is_own_autosave(slot, token, run=run) for token in tokens):
+        try:  # the manifest parsed only where one of the sessions is named in its bytes: parsed under the lock, a
+            raw = read_manifest_bytes(slot / MANIFEST)  # long run's loss history takes 0.3 s a manifest
+        except (OSError, CheckpointError):
+            continue
+        if any(mark in raw for mark in marks) and any(is_own_autosave(slot, token, run=run) for token in tokens):
             return k
     return None
 
@@ -656,6 +669,19 @@ def _rotate_replacing(directory: Path, name: str, keep: int, own: int | None,
             os.rename(replaced, slot)
         raise
     return moved, dropped, replaced
+
+
+def _put_back(directory: Path, name: str, keep: int, hidden: Path) -> None:
+    """A save that rotated and then failed to commit: the run's own earlier autosave that _rotate_replacing moved to
+    `hidden` goes to NAME, which the failed commit left free, else to the first free NAME-k (k up to keep + 1), so
+    it loads; where every one is taken it stays hidden, debris the next save removes, as a kill would leave it."""
+    for slot in (name, *(f"{name}-{k}" for k in range(1, keep + 2))):
+        if not os.path.lexists(directory / slot):
+            try:
+                os.rename(hidden, directory / slot)
+            except OSError:
+                continue
+            return
 
 
 def _rotate_locked(directory: Path, name: str, keep: int) -> tuple[str | None, tuple | None]:
