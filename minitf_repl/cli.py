@@ -160,16 +160,21 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
 
 def _words_after(command, left_out: str) -> str:
     """The words typed after `command`'s name on this command line, but `left_out`, quoted for the shell again."""
+    return " ".join(_typed_after(command, left_out))
+
+
+def _typed_after(command, left_out: str) -> list[str]:
+    """The words typed after `command`'s name on this command line, but `left_out`, each quoted for the shell again."""
     typed = _TYPED.get()
     # where Click finds it, after minitf's own options and their values: the first word spelt as the command named it
     # in `--checkpoint-dir train ... train --steps 40`, and the line given back held the options twice
     at = _command_at(typed, _ROOT_OPTIONS[0])  # minitf's own options: which of them are flags
     if at is None or typed[at] not in (command.name, *command.aliases):
-        return ""
+        return []
     after = list(typed[at + 1:])
     if left_out and left_out in after:  # (an empty word the user typed is not "nothing to leave out")
         after.remove(left_out)
-    return shlex.join(after)
+    return [shlex.quote(word) for word in after]
 
 
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")  # what Typer writes completion scripts for
@@ -969,8 +974,15 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
 
     Like every command, it fails in one line (_one_line). Returns :load's result.
     """
+    from .render.live import QuietReporter
+    from .reporter import Reporter
+
+    class Said(QuietReporter):  # its notices named as --load's, as its data's below: they went unsaid (which snapshot
+        def notice(self, text: str) -> None:  # of the Hugging Face cache `--load hf:gpt2` read, with its path)
+            say(self.err, f"--load: {text}")
+
     with _one_line("--load", debug):
-        result = run_command(session, REGISTRY.find("load"), {"name": name})
+        result = run_command(session, REGISTRY.find("load"), {"name": name}, Reporter() if quiet else Said(_stderr()))
         from .core.data import lasting_spec
 
         if result.data_changed is not None and not quiet:  # the file rewritten since: said, as :load says it
@@ -1166,8 +1178,17 @@ def _pair_completion(command):
         typed, replaced = _as_typed(incomplete)
         key, eq, value = typed.partition("=")
         if not eq:  # not a setting the shell gives as an option of its own (checkpoint_dir: --checkpoint-dir)
-            return [f"{p.name}=" for p in command.options if p.name.startswith(key)
-                    and (p.setting is None or p.setting.shell_option is None)]
+            keys = [p for p in command.options if p.setting is None or p.setting.shell_option is None]
+            spelled, offered = key.replace("-", "_").lower(), []
+            for p in keys:
+                if p.name.startswith(key):
+                    offered.append(f"{p.name}=")
+                elif spelled and (alias := next((a for a in p.aliases if a.startswith(spelled)), None)):
+                    # another spelling (nanoGPT's block_size), as the REPL's Tab offers it; not its key's own name,
+                    # as the REPL completes it to: Typer keeps only the words that begin with the one typed. Zsh,
+                    # fish and PowerShell show the name in its description, as the REPL's menu does
+                    offered.append((f"{alias}=", f"{alias}= -> {p.name}="))
+            return offered
         try:
             param = command.find_param(key)
         except UserError:
@@ -1268,7 +1289,7 @@ def _options_among(command, words: list[str], args: dict, own=()) -> list[str]:
             with speaking(SHELL):
                 if not reads_prose(command):  # `train dropout=0.1` (close to prompt): a setting, --set before it
                     refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY,
-                                     _words_after(command, word))
+                                     _typed_after(command, word))
                 try:
                     command.find_param(key)  # "unknown option 'temprature' for minitf step; did you mean ...?"
                 except UserError as e:  # and, for a command that reads prose, the line that reads it all as text
@@ -1430,7 +1451,7 @@ def _make_subcommand(command, registry: Registry):
                     if eq and key.replace("-", "_").isidentifier():  # `minitf train bogus=1`: an option misnamed,
                         with speaking(SHELL):  # or a setting (`train dropout=0.1`): --set before the command
                             refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY,
-                                             _words_after(command, words[0]))
+                                             _typed_after(command, words[0]))
                         command.find_param(key)  # said as the REPL says it (it read "takes no text, got 'bogus=1'")
                     got = f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}"
                     if guess := fits_first_option(command, words):  # `minitf plot lr`: the REPL's guess too

@@ -24,7 +24,7 @@ from .core.errors import UsageError, UserError
 from .core.numbers import whole_number  # (parsing.whole_number: where the options' readers found it)
 from .registry import Command, Param, Registry, clip
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
-from .syntax import named, option, without_setting
+from .syntax import named, option, setting_text, without_setting
 
 # --- values ------------------------------------------------------------------------------------
 
@@ -87,6 +87,8 @@ def convert(param: Param, raw: str):
                         f"{param.name}={text.rstrip(',')}")
     if param.nullable and text.lower() == "none":
         return CLEAR
+    if not text and param.type is not str:  # `:set d_model=` and Enter: "must be a whole number, got ''" had no fix
+        raise needs_a_value(param)
     if param.type is bool:
         value = BOOL_WORDS.get(text.lower())
         if value is None:
@@ -136,6 +138,20 @@ def _refuse_out_of_range(name: str, text: str, value: float) -> None:
         raise UserError(f"{name} is too small to tell from 0 ({show_value(text)}); use a larger value")
 
 
+def needs_a_value(param: Param, pairs: bool = False) -> UserError:
+    """The refusal of an option given an empty value (`:set d_model=`), with values it takes: its first choice, or
+    the first two Tab offers for it (tokenizer: char, bpe:512), or its setting's default, else its placeholder (save:
+    --save NAME; it said "--save ..."), in the front end's own spelling (`--prompt ""` from the shell was told "e.g.
+    prompt=..."); `pairs`: the option is a pair of a command that takes KEY=VALUE pairs (:set), in the shell too
+    (`--set d_model=` was told "e.g. --d-model 128")."""
+    suggested = param.setting.suggestions[:2] if param.setting is not None else ()
+    default = param.setting.default if param.setting is not None and param.type is not str else None
+    examples = (param.choices[:1] if param.choices else suggested or ((default,) if default is not None else ())
+                or ((_example(param),) if param.type is not str else (param.metavar,)))
+    spelled = (lambda v: f"{param.name}={setting_text(v)}") if pairs else (lambda v: option(param.name, v))
+    return UserError(f"{param.name} needs a value, e.g. " + " or ".join(map(spelled, examples)))
+
+
 def check_value(param: Param, value, typed: str | None = None):
     """Check an already typed value against the param's declaration (core.config.SettingSpec.check):
     its type, finiteness, choices, range and typing limit. One implementation for every option. `typed`: the
@@ -147,12 +163,7 @@ def check_value(param: Param, value, typed: str | None = None):
     if param.type is bool and isinstance(value, str):
         return convert(param, value)  # `--cache off` from the shell arrives as text
     if param.type is str and isinstance(value, str) and not param.positional and not param.blank and not value.strip():
-        # a value it takes: its first choice, or the first two Tab offers for it (tokenizer: char, bpe:512), else its
-        # placeholder (save: --save NAME; it said "--save ...")
-        suggested = param.setting.suggestions[:2] if param.setting is not None else ()
-        examples = param.choices[:1] if param.choices else suggested or (param.metavar,)
-        # in the front end's own spelling: `--prompt ""` from the shell was told "e.g. prompt=..."
-        raise UserError(f"{param.name} needs a value, e.g. " + " or ".join(option(param.name, v) for v in examples))
+        raise needs_a_value(param)
     if param.choices and isinstance(value, str) and value not in param.choices:  # RMSNorm, AdamW: as papers write them
         value = next((c for c in param.choices if isinstance(c, str) and c.lower() == value.strip().lower()), value)
         # a choice's short name, as :device's bf16 column writes it (`dtype=bf16` was refused beside it)
@@ -165,13 +176,16 @@ def check_value(param: Param, value, typed: str | None = None):
     return float(value) if param.type is float and value is not None else value
 
 
-def refuse_a_setting(command: Command, key: str, value: str | None, registry: Registry | None, rest: str = "") -> None:
+def refuse_a_setting(command: Command, key: str, value: str | None, registry: Registry | None,
+                     rest: list[str] | tuple = ()) -> None:
     """A setting's name given to a command that takes no such option (`:train n_layers=2`, `minitf train
     dropout=0.1`): said to be a setting, with how to give it, `:set KEY=VALUE` then the command (the REPL) or the
     command with `--set KEY=VALUE` (or the shell's own option for it, `--checkpoint-dir`) before it (the shell);
-    `rest`: the rest of the command's words as typed, which the line keeps (`steps=2` went missing). "Did you mean
-    layer?" sent such a user to watch='s layer, and "prompt" answered dropout. Nothing where the key is no setting,
-    no value was typed, or the command takes no options at all (:load, whose checkpoint brings its settings)."""
+    `rest`: the rest of the command's words as typed, which the line keeps (`steps=2` went missing), but for those
+    that are settings too and no options of the command, which go into the same :set (the line given for one such
+    word was refused again for the next). "Did you mean layer?" sent such a user to watch='s layer, and "prompt"
+    answered dropout. Nothing where the key is no setting, no value was typed, or the command takes no options at
+    all (:load, whose checkpoint brings its settings)."""
     from .syntax import SHELL, given_before, syntax
 
     setter = registry.names().get("set") if registry is not None else None
@@ -179,15 +193,28 @@ def refuse_a_setting(command: Command, key: str, value: str | None, registry: Re
              and value else None)  # (a command of no options, :load NAME, says so: its words are no settings)
     if param is None or param.setting is None or param.refusal is not None:
         return
-    name, after = param.name, f" {rest}" if rest else ""
+    typed, pairs, kept = [key], {param.name: value}, []
+    for word in rest:
+        other_key, eq, other_value = word.partition("=")
+        other = (setter.param_named(other_key) if eq and other_value and _KEY.fullmatch(other_key)
+                 and command.param_named(other_key) is None and param.setting.shell_option is None else None)
+        if (other is None or other.setting is None or other.refusal is not None or other.name in pairs
+                or other.setting.shell_option is not None):  # (the shell's own option: a line of its own)
+            kept.append(word)
+            continue
+        typed.append(other_key)
+        pairs[other.name] = other_value
+    after = " " + " ".join(kept) if kept else ""
     if syntax() == SHELL:
         option = param.setting.shell_option
         first = (given_before(command.name, option, value) if option else
-                 given_before(command.name, "--set", f"{name}={value}")) + after
+                 given_before(command.name, "--set", " ".join(f"{k}={v}" for k, v in pairs.items()))) + after
     else:
-        first = f"{phrase_command('set', **{name: value})}, then :{command.name}{after}"
+        first = f"{phrase_command('set', **pairs)}, then :{command.name}{after}"
     # the command by its name: "not an option of minitf --checkpoint-dir D --set d_model=64 lrfind" named a line
-    raise UsageError(f"{key} is a setting, not an option of {named(command.name)}: {first}")
+    what = (f"{key} is a setting, not an option" if len(typed) == 1 else
+            f"{', '.join(typed[:-1])} and {typed[-1]} are settings, not options")
+    raise UsageError(f"{what} of {named(command.name)}: {first}")
 
 
 def _where(command: Command) -> str:
@@ -565,8 +592,8 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     # ran on that word alone (`:tok print(a, sep=b)` was told `:tok "sep=b)"`)
                     line = _whole_line_as_text(cmd, tokens, i - 1, raw)
                     raise UserError(f"{e}; to read the whole line as text: {clip(line, 200)}") from None
-                rest = " ".join(raw[t.start:t.end] if raw is not None and t.start is not None else t.text
-                                for j, t in enumerate(tokens) if j != i - 1)  # the line as typed, but that word
+                rest = [raw[t.start:t.end] if raw is not None and t.start is not None else t.text
+                        for j, t in enumerate(tokens) if j != i - 1]  # the line as typed, but that word
                 refuse_a_setting(cmd, norm, value, registry, rest)
                 if (positional is not None and not is_long and not cmd.pairs and not positional.choices
                         and not positional.several):
@@ -574,6 +601,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 raise
         if value == "" and not param.blank:  # `lr= 0.1`: the value after a space read as text ("got ''")
             _refuse_space_after_equals(cmd, param, tokens[i] if i < len(tokens) else None)
+            raise needs_a_value(param, cmd.pairs)
         if value is None:  # `--key` without '='
             nxt = tokens[i] if i < len(tokens) else None
             if param.type is bool:

@@ -27,7 +27,8 @@ def test_a_one_shot_set_of_the_schedule_names_a_line_that_trains_at_the_new_rate
 def test_an_unknown_setting_from_the_shell_names_no_option_that_was_not_typed():
     line = assert_one_error_line(invoke("set", "bogus=1"), code=2)
     # was: "unknown option 'bogus' for --set", an option not typed
-    assert re.fullmatch(r"error: unknown key 'bogus' \(minitf set --help lists its \d+ keys\)", line), line
+    assert re.fullmatch(r"error: unknown key 'bogus' \(minitf set --help lists its \d+ keys, and checkpoint_dir is "
+                        r"--checkpoint-dir from the shell\)", line), line
     line = assert_one_error_line(invoke("--set", "bogus=1", "config"), code=2)
     assert line.startswith("error: --set: unknown key 'bogus' ("), line  # was: "--set: ... for --set"
 

@@ -439,14 +439,15 @@ def test_a_hub_models_name_as_a_folder_says_minitf_downloads_none_or_finds_it_in
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     with pytest.raises(UserError) as e:  # was "gpt2 does not exist; give the folder ..." alone
         read_folder(Path("openai-community/gpt2"))
-    assert "reads as a model's name on the Hugging Face Hub, and minitf never downloads one: `huggingface-cli " \
-           "download openai-community/gpt2`" in str(e.value)
+    assert "reads as a model's name on the Hugging Face Hub, and minitf never downloads one: `hf " \
+           "download openai-community/gpt2`" in str(e.value)  # the command the installed huggingface_hub has
     snapshot = tmp_path / "hfhome" / "hub" / "models--openai-community--gpt2" / "snapshots" / "abc"
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
     with pytest.raises(UserError) as e:
         read_folder(Path("openai-community/gpt2"))
-    assert f"openai-community/gpt2 is in the Hugging Face cache: hf:{snapshot}" in str(e.value)
+    assert f"openai-community/gpt2 is in the Hugging Face cache, but its snapshot hf:{snapshot} has no " \
+           "model.safetensors" in str(e.value)  # a config alone: incomplete, said so (test_sweep_bm_docs)
     with pytest.raises(UserError) as e:
         read_folder(tmp_path / "nothing")
     assert "Hub" not in str(e.value)  # a path is a path

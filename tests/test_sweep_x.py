@@ -277,7 +277,7 @@ def test_a_space_beside_the_equals_sign_is_fixed_to_the_line_that_works():
     # was "lr must be a number, got ''"
     assert said_by(":set lr= 0.1") == "an option and its value go as one word, with no space after '=': :set lr=0.1"
     assert said_by(":train steps= 5").endswith(":train steps=5")
-    assert said_by(":set lr= abc") == "lr must be a number, got ''"  # no value it takes after the space: as before
+    assert said_by(":set lr= abc") == "lr needs a value, e.g. lr=0.01"  # no value it takes after the space: its own
 
 
 def test_a_comma_in_a_number_is_told_how_to_write_it():

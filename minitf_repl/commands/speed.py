@@ -50,6 +50,8 @@ class DeviceResult:
     # how that was chosen: "measured" at this process's first float32 product, or "MINITF_PRODUCTS" (set to onednn
     # or torch); None where no CPU products are named
     cpu_float32_products_by: str | None = None
+    # a $MINITF_PRODUCTS set to no value it takes, said as ignored with those it takes (it was ignored without a word)
+    cpu_float32_products_ignored: str | None = None
     cpu_isa_caps: list[str] = field(default_factory=list)  # e.g. "ONEDNN_MAX_CPU_ISA=AVX2" (core.device.ISA_CAPS)
     cpu_bf16_units_unused: str | None = None  # bfloat16 units such a cap keeps oneDNN off ("AVX512-BF16"), or null
     # Each null where training is float32, off the CPU or off the fast path (core.fastpath.attention_in_float32):
@@ -69,7 +71,7 @@ class DeviceResult:
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
     Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
-], reports_device=True, json_version=6)  # fmt: skip
+], reports_device=True, json_version=7)  # fmt: skip
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
@@ -110,8 +112,28 @@ def _train_dtype(session: Session, device) -> dict:
             "threads": choice.threads, "threads_why": choice.why(),
             "cpu_float32_products": "oneDNN" if onednn_faster() else "MKL",
             "cpu_float32_products_by": PRODUCTS_ENV if products_fixed() else "measured",
+            "cpu_float32_products_ignored": _products_ignored(),
             "cpu_isa_caps": isa_caps(), "cpu_bf16_units_unused": cpu_bf16_units() if bf16_isa_cap() else None,
             **_cpu_attention(session, device, train_dtype)}
+
+
+PRODUCTS_VALUES = ("onednn", "torch", "mkldnn", "mkl")  # what $MINITF_PRODUCTS takes (core.fastpath.products_choice)
+
+
+def _products_ignored() -> str | None:
+    """$MINITF_PRODUCTS set to no value it takes (`onedn`): why it is ignored, the values it takes and the nearest,
+    as an ignored $MINITF_THREADS is said; None where it is unset or taken."""
+    import difflib
+    import os
+
+    from ..core.fastpath import PRODUCTS_ENV, products_choice
+
+    text = os.environ.get(PRODUCTS_ENV, "").strip()
+    if not text or products_choice() is not None:
+        return None
+    near = difflib.get_close_matches(text.lower(), PRODUCTS_VALUES, n=1, cutoff=0.6)
+    return (f"${PRODUCTS_ENV}={clip(text)!r} ignored: it takes onednn (or mkldnn) or torch (or mkl)"
+            + (f"; did you mean {near[0]}?" if near else ""))
 
 
 def _cpu_attention(session: Session, device, train_dtype: str | None) -> dict:
@@ -187,6 +209,7 @@ def render_device(result: DeviceResult, console: Console) -> None:
     how = (f"set by ${result.cpu_float32_products_by}" if fixed else
            f"measured at this process's first float32 product, which a busy machine can tip either way "
            f"(${PRODUCTS_ENV}=onednn or =torch fixes it)")
+    how += f"; {result.cpu_float32_products_ignored}" if result.cpu_float32_products_ignored else ""
     if result.cpu_float32_products == "oneDNN":
         said = "oneDNN's kernels" + ("" if fixed else ", measured faster here than torch's own (MKL's)")
         note(console, f"float32 products on the CPU: {said}; {how}")

@@ -223,23 +223,103 @@ def folders_inside(path: Path, most: int = 1000) -> list[Path]:
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")  # gpt2, openai-community/gpt2: a Hub model's id
 
 
+def hub_cache() -> Path:
+    """The Hugging Face cache's folder of models, as huggingface_hub (so transformers, `hf download`) finds it."""
+    return Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or "~/.cache/huggingface") / "hub")
+
+
+def download_command(name: str) -> str:
+    """The line that downloads the Hub model `name` with the huggingface_hub installed here, as a message quotes it:
+    `hf download NAME` where it ships the `hf` command (0.34 on), `huggingface-cli download NAME` where only that
+    one, and where there is none, the install first. Read from its entry points, never imported (it takes a second):
+    "`huggingface-cli download`" was told where only `hf` was installed."""
+    from importlib import metadata
+
+    try:
+        commands = {e.name for e in metadata.distribution("huggingface_hub").entry_points
+                    if e.group == "console_scripts"}
+    except metadata.PackageNotFoundError:
+        return f"`hf download {name}` (after `pip install huggingface_hub`)"
+    if "hf" not in commands and "huggingface-cli" in commands:
+        return f"`huggingface-cli download {name}`"
+    return f"`hf download {name}`"
+
+
+def _complete(snapshot: Path) -> str | None:
+    """What a cache's snapshot lacks of the files a load reads first (config.json, the weights, the tokenizer), as a
+    download cut short or of some files only leaves it; None where it has them all. A folder of pickles only is
+    complete here: the load names that refusal itself."""
+    if not (snapshot / CONFIG).is_file():
+        return CONFIG
+    if (snapshot / INDEX).exists() or (snapshot / WEIGHTS).exists() or (snapshot / WEIGHTS).is_symlink():
+        try:
+            missing = [f.name for f in weight_files(snapshot) if not f.is_file()]
+        except CheckpointError:
+            return None  # a damaged index: read_folder says so
+        if missing:
+            return f"{missing[0]}" + (f" and {len(missing) - 1} more weight file(s)" if len(missing) > 1 else "")
+    elif not any((snapshot / name).exists() for name in PICKLES):
+        return WEIGHTS
+    if not ((snapshot / TOKENIZER).is_file() or ((snapshot / "vocab.json").is_file()
+                                                 and (snapshot / "merges.txt").is_file())):
+        return f"{TOKENIZER} (nor vocab.json and merges.txt)"
+    return None
+
+
+def hub_snapshot(path: Path) -> Path | None:
+    """Where `path` is no file or folder here but reads as a Hub model's id (`hf:gpt2`, as transformers takes it): the
+    snapshot of it in the local Hugging Face cache that refs/main names (the one there is, where refs/main names
+    none), complete; None where it is a path, or not in the cache. CheckpointError, with the fix, where it is in the
+    cache but cannot be read: several snapshots and refs/main naming none, or the snapshot incomplete. It was found
+    and not loaded: "gpt2 does not exist ...; gpt2 is in the Hugging Face cache: hf:..."."""
+    typed = str(path)
+    if path.is_absolute() or typed.startswith(".") or not HUB_ID.fullmatch(typed) or os.path.lexists(path):
+        return None
+    model = hub_cache().expanduser() / f"models--{typed.replace('/', '--')}"
+    try:
+        snapshots = [p for p in (model / "snapshots").iterdir() if p.is_dir()]
+    except OSError:
+        snapshots = []
+    if not snapshots:
+        return None
+    named = _main_snapshot(model, snapshots)
+    if named is None and len(snapshots) > 1:
+        newest = _cached(model, [p for p in snapshots if (p / CONFIG).is_file()] or snapshots)
+        raise CheckpointError(f"{typed} is in the Hugging Face cache as {len(snapshots)} snapshots, and no refs/main "
+                              f"names one of them; give the one to read, e.g. hf:{newest} (the newest)")
+    snapshot = named or snapshots[0]
+    if (lacks := _complete(snapshot)) is not None:
+        raise CheckpointError(f"{typed} is in the Hugging Face cache, but its snapshot hf:{snapshot} has no {lacks} "
+                              f"(a download cut short, or of some files only); {download_command(typed)} fetches it")
+    return snapshot
+
+
+def _main_snapshot(model: Path, snapshots: list[Path]) -> Path | None:
+    """Of a cache's models--NAME's `snapshots`, the one its refs/main names, config.json or not; None where it names
+    none of them (no refs/main, or another revision)."""
+    try:
+        revision = read_bounded(model / "refs" / "main", 256, "refs/main").decode("ascii", "replace").strip()
+    except (OSError, CheckpointError):
+        return None
+    return next((p for p in snapshots if p.name == revision), None)
+
+
 def _hub_hint(path: Path) -> str:
     """Where a name that is no folder reads as a Hub model's id (`hf:gpt2`, as transformers takes it): the snapshot of
-    it in the local Hugging Face cache, or that minitf downloads no model, and how to get one. It said only that gpt2
-    "does not exist"."""
+    it in the local Hugging Face cache (`:load` and `:parity` read it: this says it to a caller of read_folder), why
+    that cannot be read, or that minitf downloads no model, and how to get one. It said only that gpt2 "does not
+    exist"."""
     typed = str(path)
+    try:
+        snapshot = hub_snapshot(path)
+    except CheckpointError as e:
+        return f"; {e}"
+    if snapshot is not None:
+        return f"; {typed} is in the Hugging Face cache: hf:{snapshot}"
     if path.is_absolute() or typed.startswith(".") or not HUB_ID.fullmatch(typed):
         return ""
-    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or "~/.cache/huggingface") / "hub")
-    model = hub.expanduser() / f"models--{typed.replace('/', '--')}"
-    try:
-        found = [p for p in (model / "snapshots").iterdir() if (p / CONFIG).is_file()]
-    except OSError:
-        found = []
-    if found:
-        return f"; {typed} is in the Hugging Face cache: hf:{_cached(model, found)}"
     return (f"; {typed} reads as a model's name on the Hugging Face Hub, and minitf never downloads one: "
-            f"`huggingface-cli download {typed}` does, then give the folder it prints")
+            f"{download_command(typed)} downloads it into the Hugging Face cache, where hf:{typed} then finds it")
 
 
 def _cached(model: Path, snapshots: list[Path]) -> Path:
