@@ -647,12 +647,17 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
 def shell_unescaped(path):
     r"""`path` with the shell's backslash escapes read (`my\ file.txt` is `my file.txt`), where it names nothing as
     typed and names a file or folder so read: the form a shell's Tab completion and a file dragged onto the terminal
-    write, which the REPL's line keeps ("no such file: with space/my\ file.txt"). Any other path stays as typed, and
-    on Windows, whose backslashes are the path's, every one does."""
+    write, which the REPL's line keeps ("no such file: with space/my\ file.txt"). A file to be written (`:report
+    sp\ ace/my\ page.html`) is read so where its folder exists only so read ("the folder sp\ ace does not exist;
+    create it first" of a folder that did). Any other path stays as typed, and on Windows, whose backslashes are the
+    path's, every one does."""
     if not isinstance(path, str) or "\\" not in path or os.name == "nt" or os.path.lexists(os.path.expanduser(path)):
         return path
     unescaped = re.sub(r"\\(.)", r"\1", path)
-    return unescaped if os.path.lexists(os.path.expanduser(unescaped)) else path
+    if os.path.lexists(os.path.expanduser(unescaped)):
+        return unescaped
+    folder, typed_folder = (os.path.dirname(os.path.expanduser(p)) for p in (unescaped, path))
+    return unescaped if folder and os.path.isdir(folder) and not os.path.lexists(typed_folder) else path
 
 
 def _whole_line_as_text(cmd: Command, tokens: list[_Token], refused: int, raw: str) -> str:

@@ -154,3 +154,13 @@ def test_train_json_says_where_a_further_trained_model_went(tmp_path):
     doc = json_document(REGISTRY["train"], run(s, ":train steps=1 save=best"))
     assert doc["kept_as"] and doc["kept_step"] == 3 and doc["held_in"] is None, doc  # was: no such fields
     assert doc["schema"] == "minitf.train/21"
+
+
+def test_a_page_to_write_in_a_folder_typed_with_shell_escapes_is_written_there(tmp_path):
+    from minitf_repl.parsing import shell_unescaped
+
+    (tmp_path / "sp ace").mkdir()
+    typed = str(tmp_path / "sp\\ ace" / "my\\ page.html")
+    # was: kept as typed, and :report said "the folder .../sp\ ace does not exist; create it first"
+    assert shell_unescaped(typed) == str(tmp_path / "sp ace" / "my page.html")
+    assert shell_unescaped(str(tmp_path / "no\\ such" / "p.html")) == str(tmp_path / "no\\ such" / "p.html")

@@ -117,8 +117,12 @@ def test_data_that_keeps_a_model_whose_run_ended_says_train_goes_on_at_the_floor
     said = plain(run(s, ":data reverse:4"))  # the same vocabulary: the model stays
     assert "the model trained to step 6 stays" in said, said
     floor = s.trainer.final_lr()
-    assert f"at its last run's final rate of {floor:.2e} held constant" in said, said
+    assert f"at its last run's final rate of {floor:.3g} held constant" in said, said
     assert ":train schedule=new starts a fresh warm-up and decay for reverse" in said, said
+    run(s, ":data sort:4")
+    run(s, ":set lr=1e-6")  # below the run's final rate: :train goes on at the setting, as :set said
+    said = plain(run(s, ":data reverse:4"))
+    assert f"at 1e-06, the lr setting (the last run ended above it, at {floor:.3g}) held constant" in said, said
 
 
 def test_data_that_keeps_a_stopped_run_says_nothing_of_a_floor():

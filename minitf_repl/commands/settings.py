@@ -926,6 +926,8 @@ class DataResult:
     # the kept model's run had ended: the constant rate :train goes on at (its final one, capped by lr), as
     # cmd_train decides it; None where it goes on with a stopped run, or there is no run
     floor_rate: float | None = field(default=None, metadata={"view_only": True})
+    # the last run's own final rate where the lr setting caps it below that (floor_rate is then the setting)
+    ended_at: float | None = field(default=None, metadata={"view_only": True})
 
 
 def _held_out_only(data, reporter: Reporter) -> None:
@@ -975,12 +977,12 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         spec = lasting_spec(spec)
     rebuilt, kept, recipe_changes = switch_data(session, spec, data, reporter)
     step = session.trainer.step if session.has_model and not rebuilt else 0
-    floor = None
+    floor = ended = None
     if step and session.trainer.run_remaining == 0 and (final := session.trainer.rate_to_continue()) is not None:
         lr = session.train_config.lr  # never above the lr setting, as cmd_train caps it (with its tolerance)
-        floor = final if final <= lr * (1 + 1e-6) else lr
+        floor, ended = (final, None) if final <= lr * (1 + 1e-6) else (lr, final)
     return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec,
-                      model_step=step or None, floor_rate=floor)
+                      model_step=step or None, floor_rate=floor, ended_at=ended)
 
 
 def render_kept(console: Console, kept: str | None) -> None:
@@ -1038,9 +1040,13 @@ def render_data(result: DataResult, console: Console) -> None:
         if result.model_step and syntax() != SHELL:
             floor = ""
             if result.floor_rate is not None:  # a finished run's final rate, held: 96.6% on sort, 0% on reverse
-                floor = (f", at its last run's final rate of {result.floor_rate:.2e} held constant (that run's "
-                         f"schedule has ended); {cmd('train', schedule='new')} starts a fresh warm-up and decay "
-                         f"for {info.name}")
+                # as :set says it: the lr setting where it caps the run's final rate (`:set lr=1e-6` said "its last
+                # run's final rate of 1.00e-06", where the run ended at 0.00106)
+                rate = (f"its last run's final rate of {result.floor_rate:.3g}" if result.ended_at is None else
+                        f"{result.floor_rate:.3g}, the lr setting (the last run ended above it, at "
+                        f"{result.ended_at:.3g})")
+                floor = (f", at {rate} held constant (that run's schedule has ended); "
+                         f"{cmd('train', schedule='new')} starts a fresh warm-up and decay for {info.name}")
             note(console, f"the model trained to step {result.model_step:,} stays (the vocabulary is the same): "
                           f"{cmd('train')} goes on training it on {info.name}{floor}")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
