@@ -87,15 +87,72 @@ def fit_columns(text: str, width: int) -> str:
     return "".join(kept) + " " * (width - used)
 
 
-def first_cluster(shown: str) -> str:
-    """The first character of a token's visible text (`visible`) with the marks on it: a dotted circle's mark (◌ि), an
-    emoji's variation selector. What a column of a grid is headed by."""
-    if shown[:1] == "\u25cc":
-        return shown[:2]
-    end = 1
-    while end < len(shown) and columns(shown[end]) == 0:
-        end += 1
-    return shown[:end]
+def joining(ch: str) -> str | None:
+    """What `ch` is where it is a code point that shows only with its neighbours (an emoji's joiner, a variation
+    selector, a skin-tone modifier, an accent or vowel sign, a format character), else None: a "character" of :tok's
+    counts is a code point, and 👨‍👩‍👧 is five."""
+    import unicodedata
+
+    point = ord(ch)
+    if ch in "\u200c\u200d":
+        return "zero-width joiner" if ch == "\u200d" else "zero-width non-joiner"
+    if 0xFE00 <= point <= 0xFE0F or 0xE0100 <= point <= 0xE01EF:
+        return "variation selector"
+    if 0x1F3FB <= point <= 0x1F3FF:
+        return "skin-tone modifier"
+    if 0x1F1E6 <= point <= 0x1F1FF:
+        return "regional indicator"
+    if 0xE0020 <= point <= 0xE007F:
+        return "tag"
+    category = unicodedata.category(ch)
+    return "combining mark" if combining(ch) else "format character" if category == "Cf" else None
+
+
+AFTER_JOINER = "code point after a joiner"  # why the 👩 of 👨‍👩 shows with the 👨: the zero-width joiner before it
+SECOND_INDICATOR = "second regional indicator of a flag"  # 🇫🇷 is two, one flag
+# the plurals of `folded`'s reasons that do not just add an "s" (words.count's `plural`)
+FOLDED_PLURALS = {AFTER_JOINER: "code points after a joiner", SECOND_INDICATOR: "second regional indicators of flags"}
+
+
+def _joins(before: str, ch: str) -> str | None:
+    """Why `ch` shows as part of the cluster `before` it (a `joining` kind, AFTER_JOINER, SECOND_INDICATOR), or None
+    where it starts a cluster of its own."""
+    kind = joining(ch)
+    if not before:
+        return None
+    if kind == "regional indicator":  # two make one flag; a third starts the next
+        if before.endswith("\u200d"):
+            return AFTER_JOINER
+        return SECOND_INDICATOR if len(before) == 1 and joining(before) == kind else None
+    return kind or (AFTER_JOINER if before.endswith("\u200d") else None)
+
+
+def clusters(text: str) -> list[str]:
+    """`text` cut where a character shows (a rough cut of Unicode's grapheme clusters, which the standard library does
+    not make): a code point `joining` names stays on the one before, as does one after a zero-width joiner, and two
+    regional indicators make one flag. The one rule for :tok's count of what a text shows and a grid's heads (one
+    rule each, the heads attached no spacing vowel sign and followed no joiner)."""
+    shown: list[str] = []
+    for ch in text:
+        if shown and _joins(shown[-1], ch) is not None:
+            shown[-1] += ch
+        else:
+            shown.append(ch)
+    return shown
+
+
+def folded(text: str) -> dict[str, int]:
+    """{why: how many} of `text`'s code points show only as part of the one before them (`_joins`), in text order:
+    len(text) less their sum is len(clusters(text))."""
+    why: dict[str, int] = {}
+    before = ""
+    for ch in text:
+        if (reason := _joins(before, ch)) is not None:
+            why[reason] = why.get(reason, 0) + 1
+            before += ch
+        else:
+            before = ch
+    return why
 
 
 def heads_tell_apart(heads: list[str], tokens: list[str]) -> bool:

@@ -52,8 +52,9 @@ def test_tok_says_a_character_is_a_code_point_where_the_text_shows_fewer(tmp_pat
     said = plain(run(session, f":tok a {family}"), 300)
     assert "7 tokens, one per character" in said
     # was "one per character" alone, of five tokens that show as one
-    assert ("a character here is a Unicode code point, not what shows as one: these 7 show as 3, since the text's 2 "
-            f"zero-width joiners show only with their neighbours ('{family}' is 5 code points)") in said, said
+    assert ("a character here is a Unicode code point, not what shows as one: these 7 show as 3, since 4 fold into "
+            "the one before them: 2 zero-width joiners and 2 code points after a joiner "
+            f"('{family}' is 5 code points)") in said, said
     assert "code point" not in plain(run(session, ":tok the home"), 300)
 
 

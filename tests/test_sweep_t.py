@@ -87,10 +87,10 @@ def test_params_6n_rule_of_a_mixture_of_experts_counts_the_parameters_a_token_ru
     result = run(s, ":params")
     n = result.ledger["n_params"]
     assert result.ledger["six_n_params"] == n - 2 * (4 - 2) * expert - table
-    assert (f"6N rule, N = the {n - 4 * expert - table:,} of {n:,} parameters a token's matmuls use, not the "
-            f"{table:,} it only looks up nor the experts it is not routed to") in plain(result, 120)
-    assert "nor the experts" not in plain(run(Session(config.replace(n_experts=0), TrainConfig(batch_size=2),
-                                                      data_spec="sort:4", device_name="cpu"), ":params"), 120)
+    assert (f"6N rule, N = {n - 4 * expert - table:,}: the {n:,} parameters less the {table:,} a token only looks "
+            "up and the experts it is not routed to") in plain(result, 120)
+    no_experts = Session(config.replace(n_experts=0), TrainConfig(batch_size=2), data_spec="sort:4", device_name="cpu")
+    assert "the experts it is not routed to" not in plain(run(no_experts, ":params"), 120)
 
 
 # --- :config: every shell setting ---------------------------------------------------------------------------------

@@ -453,13 +453,14 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
          f"matmuls: {fmt.flops(ledger['linear_flops_per_token'])} in Linear layers + "
          f"{fmt.flops(ledger['attention_flops_per_token'])} in QK^T and AV at T={T}"))
     # the rule's N said, and what it leaves out: "6N rule: 5.01 GFLOP" took N as every parameter, the position table
-    # too, which a token only looks up (a mixture of experts: also the experts a token is not routed to)
+    # too, which a token only looks up (a mixture of experts: also the experts a token is not routed to). Said as what
+    # is taken away, not as what "a token's matmuls use": N keeps the norms' gains and the biases, which no product
+    # multiplies by
     n, total, lookups = ledger["six_n_params"], ledger["n_params"], ledger["lookup_params"]
-    left_out = ([f"the {fmt.whole(lookups)} it only looks up"] if lookups else []) + \
-        (["the experts it is not routed to"] if total - lookups > n else [])
-    which = (f", N = the {fmt.whole(n)} of {fmt.whole(total)} parameters a token's matmuls use, not "
-             + " nor ".join(left_out) if left_out else f", N = all {fmt.whole(n)} parameters, each in a token's "
-             "matmuls")
+    left_out = ([f"the {fmt.whole(lookups)} a token only looks up"] if lookups else []) + \
+        ([f"the experts {'it' if lookups else 'a token'} is not routed to"] if total - lookups > n else [])
+    which = (f", N = {fmt.whole(n)}: the {fmt.whole(total)} parameters less " + " and ".join(left_out)
+             if left_out else f", N = all {fmt.whole(n)} parameters: none is only looked up")
     add(("training, per step", fmt.flops(ledger["training_flops_per_step"]),
          f"3 x forward x {B}x{T} tokens (6N rule{which}: {fmt.flops(ledger['six_n_flops_per_step'])})"))
     if ledger["optimizer_flops_per_step"]:  # Muon: Newton-Schulz's products on each block matrix, every step

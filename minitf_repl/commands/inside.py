@@ -25,11 +25,11 @@ from rich.text import Text
 from ..core.config import GenConfig
 from ..core.errors import UserError
 from ..core.words import count, quoted_end
-from ..palette import columns, piece_cell, quoted, terminal_safe, visible
+from ..palette import FOLDED_PLURALS, clusters, columns, folded, piece_cell, quoted, terminal_safe, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import chart, fmt
-from ..render.heatmap import (attention_window, column_width, heatmap, label_width, legend, plain, reads_future,
-                              unscaled, window_note)
+from ..render.heatmap import (attention_window, column_width, heads_note, heatmap, label_width, legend, plain,
+                              reads_future, unscaled, window_note)
 from ..render.scatter import grid_size, scatter
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
@@ -128,6 +128,8 @@ def render_attn(result: AttnResult, console: Console) -> None:
         panels = panels[: side_by_side * rows]
         console.print(Columns(panels, padding=(1, 2)))
     console.print(legend(peak, as_text, width=console.width), highlight=False)
+    if (heads := heads_note(tokens)) is not None:  # "012345678901" over an English text read as its characters
+        note(console, heads)
     if not single and len(result.heads) > len(panels):  # 64 heads were 64 maps, some 600 lines at 40 columns
         why = "" if len(panels) == ATTN_PANELS else f", as many maps of {n} positions as fit {ATTN_LINES} lines"
         note(console, f"heads {result.heads[len(panels)]} to {result.heads[-1]} not shown (the first "
@@ -694,11 +696,13 @@ def score_bars(result: ScoreResult) -> str | None:
     at = next(t for t in range(len(result.losses)) if result.counted[t] and result.losses[t] == worst)
     top = f"{worst:.3f}" if worst >= SCORE_TINY else f"{worst:.2g}"
     counted = " counted" if not all(result.counted) else ""
-    words = (f"the bars: -ln p against the text's largest{counted} one, {top} at t = {at} (a full bar), not against "
+    # past SCORE_FIRST + SCORE_LAST positions the table leaves the middle out, and "(a full bar)" named a row not there
+    bar = "a full bar" if at in score_rows(len(result.losses)) else "not shown"
+    words = (f"the bars: -ln p against the text's largest{counted} one, {top} at t = {at} ({bar}), not against "
              "a fixed scale")
-    if worst < SCORE_TINY:
-        words += (f"; that is tiny (p {math.exp(-worst):.4f} there): the model was near certain at every position, "
-                  "and the bars only rank how near")
+    if worst < SCORE_TINY:  # the given positions' losses are not the model's guesses: of them it says nothing
+        words += (f"; that is tiny (p {math.exp(-worst):.4f} there): the model was near certain at every{counted} "
+                  "position, and the bars only rank how near")
     return words
 
 
@@ -1085,56 +1089,20 @@ def render_tok(result: TokResult, console: Console) -> None:
 TOK_PIECES = 40  # merges=on lists at most this many pieces, then says how many more
 
 
-def _joining(ch: str) -> str | None:
-    """What `ch` is where it is a code point that shows only with its neighbours (an emoji's joiner, a variation
-    selector, an accent), else None: a "character" of :tok's counts is a code point, and 👨‍👩‍👧 is five."""
-    import unicodedata
-
-    point = ord(ch)
-    if ch in "\u200c\u200d":
-        return "zero-width joiner" if ch == "\u200d" else "zero-width non-joiner"
-    if 0xFE00 <= point <= 0xFE0F or 0xE0100 <= point <= 0xE01EF:
-        return "variation selector"
-    if 0x1F3FB <= point <= 0x1F3FF:
-        return "skin-tone modifier"
-    if 0x1F1E6 <= point <= 0x1F1FF:
-        return "regional indicator"
-    if 0xE0020 <= point <= 0xE007F:
-        return "tag"
-    return "combining mark" if unicodedata.category(ch) in ("Mn", "Me", "Mc") else None
-
-
-def shown_characters(text: str) -> list[str]:
-    """`text` cut where a character shows: a code point `_joining` names stays on the one before, as does one after a
-    zero-width joiner, and two regional indicators make one flag (a rough cut of Unicode's grapheme clusters, which
-    the standard library does not make)."""
-    shown: list[str] = []
-    for ch in text:
-        kind = _joining(ch)
-        flag = kind == "regional indicator" and shown and len(shown[-1]) == 1 and _joining(shown[-1]) == kind
-        if shown and ((kind is not None and kind != "regional indicator") or shown[-1].endswith("\u200d") or flag):
-            shown[-1] += ch
-        else:
-            shown.append(ch)
-    return shown
-
-
 def code_points_note(text: str) -> str | None:
-    """Where `text` holds code points that show only with their neighbours: that :tok's "character" is a code point,
-    how many the text shows, and which code points those are (it said "one per character" of 👨‍👩‍👧's five
-    tokens); None where each code point shows as a character of its own."""
-    shown = shown_characters(text)
+    """Where `text` holds code points that show only with their neighbours (palette.clusters): that :tok's "character"
+    is a code point, how many the text shows, and how many code points fold into the one before them, and which (it
+    said "one per character" of 👨‍👩‍👧's five tokens); None where each code point shows as a character of its own."""
+    shown = clusters(text)
     if len(shown) == len(text):
         return None
-    kinds: dict[str, int] = {}
-    for ch in text:
-        if (kind := _joining(ch)) is not None:
-            kinds[kind] = kinds.get(kind, 0) + 1
-    named = [count(n, kind) for kind, n in kinds.items()]
+    # every code point that folds, by why: the people a joiner joins on are counted too, or "2 zero-width joiners" was
+    # said of a 👨‍👩‍👧 that shows 5 code points as 1
+    named = [count(n, why, FOLDED_PLURALS.get(why)) for why, n in folded(text).items()]
     listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
     example = next(cluster for cluster in shown if len(cluster) > 1)
     return (f"a character here is a Unicode code point, not what shows as one: these {len(text):,} show as "
-            f"{len(shown):,}, since the text's {listed} show only with their neighbours "
+            f"{len(shown):,}, since {len(text) - len(shown):,} fold into the one before them: {listed} "
             f"('{terminal_safe(example)}' is {len(example)} code points)")
 
 

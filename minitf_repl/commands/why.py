@@ -460,7 +460,9 @@ def render_attrib(result: AttribResult, console: Console) -> None:
         console.print(line, highlight=False, no_wrap=True, overflow="ignore")
     rest = written[ATTRIB_ROWS:]
     if rest:
-        note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together")
+        # the b^O note below explains a row; where that row is summed here, say so, or the note named a missing row
+        among = ", the output biases b^O among them" if any(p.kind == "bias" for p in rest) else ""
+        note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together{among}")
     if silent:
         names = ", ".join(p.name for p in silent[:8]) + (", ..." if len(silent) > 8 else "")
         # not each one's why: an untrained model's output biases are 0 as well
@@ -476,7 +478,9 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     else:
         note(console, f"{key}; the parts sum to {total:+.2f} = the logit {result.logit:.2f}: the final norm has no "
                       f"bias, so it adds nothing of its own (scale {result.scale:.3g})")
-    if any(p.kind == "bias" for p in result.parts):  # "attention biases" read as all of attention's: it is b^O alone
+    # "attention biases" read as all of attention's: it is b^O alone (said only where its row is listed: summed with
+    # the smaller parts or writing exactly 0, the note explained a row not on screen)
+    if any(p.kind == "bias" for p in shown):
         note(console, "output biases b^O: every block's W^O bias, added whatever the heads do; b^V is inside each "
                       "head's row (A's rows sum to 1, so AV carries it), and b^Q and b^K move only the pattern")
     unread_note(console, result)  # as the other views of one prompt say it (it was a notice on stderr alone)

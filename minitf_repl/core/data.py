@@ -34,6 +34,7 @@ import torch
 
 from .catalog import (CORPORA, OTHER_DATA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASK_SIZES, TASKS, bytes_as_read,
                       no_file_named, unkept_path)
+from .config import MAX_BPE_TOKENS, MIN_BPE_TOKENS
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .notices import told
@@ -290,11 +291,16 @@ class TextCorpus:
         encoded = (ch.encode("utf-8", errors="surrogatepass") for ch in chars)
         starts = {b[:k] for b in encoded for k in range(2, len(b) + 1)}
         merges = max(0, getattr(self.tokenizer, "own_size", self.tokenizer.vocab_size) - 256)
-        return (f"it reads this text in more tokens than characters ({per:.2f} tokens a character): a character is "
+        said = (f"it reads this text in more tokens than characters ({per:.2f} tokens a character): a character is "
                 f"{each:.1f} bytes on average, and {count(merges, 'merge')} join too few of them into whole "
-                f"characters; bpe:{256 + len(starts)} (the 256 bytes, and the {len(starts):,} merges that would make "
-                f"each of the training text's {len(chars):,} distinct characters one token) is about what reads a "
-                "character a token")
+                "characters; ")
+        whole = f"the {len(starts):,} merges that would make each of the training text's {len(chars):,} distinct " \
+                "characters one token"
+        n = max(MIN_BPE_TOKENS, 256 + len(starts))
+        if n > MAX_BPE_TOKENS:  # bpe:N past the largest :set takes was a fix that fails: the largest, and char
+            return (f"{said}bpe:{MAX_BPE_TOKENS} (the largest N) joins the most, short of {whole}, and tokenizer=char "
+                    "reads a character a token")
+        return f"{said}bpe:{n} (the 256 bytes, and {whole}) is about what reads a character a token"
 
     def info(self) -> DataInfo:
         return DataInfo(
@@ -1123,10 +1129,10 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
             # the conversion itself, as for one without the mark (iconv reads the mark and drops it)
             raise DataError(f"{shown} is {encoding} text (it starts with that byte-order mark); convert it to UTF-8: "
                             f"{to_utf8(p, encoding.lower())}")
-    for magic, kind, unpack in _PACKED:  # a compressed file read whole: "looks binary" said nothing of what it is
+    for magic, kind, unpack, suffixes in _PACKED:  # a compressed file read whole: "looks binary" said nothing of it
         if magic.match(raw):
             raise DataError(f"{shown} is {kind}-compressed; unpack it first and give the text inside: {unpack} "
-                            f"{shlex.quote(str(p))}")
+                            f"{shlex.quote(str(p))} > {shlex.quote(str(_unpacked(p, suffixes)))}")
     if b"\x00" in raw:
         nuls = raw.count(b"\x00")
         if (inside := _wide_text_inside(raw)) is not None:  # `cat *.txt > all.txt` over a folder of mixed files
@@ -1252,13 +1258,26 @@ def _wide_text_inside(raw: bytes) -> tuple[int, str] | None:
     return None
 
 
-# What a compressed file starts with, and the line that unpacks it beside itself (-k keeps the packed one)
+# What a compressed file starts with, the line that writes its text to stdout, and the suffixes it is named with.
+# The stdout form runs for any name: `gunzip -k packed.txt` answered "unknown suffix -- ignored" (unxz and unzstd
+# refuse so too), and `bunzip2 -k b.txt` wrote b.txt.out; the packed file is left as it is
 # (bzip2's whole header, block size and block magic: a text may start with "BZh")
-_PACKED = ((re.compile(re.escape(b"\x1f\x8b")), "gzip", "gunzip -k"),
-           (re.compile(rb"BZh[1-9]1AY&SY"), "bzip2", "bunzip2 -k"),
-           (re.compile(re.escape(b"\xfd7zXZ\x00")), "xz", "unxz -k"),
-           (re.compile(re.escape(b"\x28\xb5\x2f\xfd")), "zstd", "unzstd"),
-           (re.compile(re.escape(b"PK\x03\x04")), "zip", "unzip"))
+_PACKED = ((re.compile(re.escape(b"\x1f\x8b")), "gzip", "gzip -dc", (".gz",)),
+           (re.compile(rb"BZh[1-9]1AY&SY"), "bzip2", "bzip2 -dc", (".bz2",)),
+           (re.compile(re.escape(b"\xfd7zXZ\x00")), "xz", "xz -dc", (".xz",)),
+           (re.compile(re.escape(b"\x28\xb5\x2f\xfd")), "zstd", "zstd -dc", (".zst",)),
+           (re.compile(re.escape(b"PK\x03\x04")), "zip", "unzip -p", (".zip",)))
+
+
+def _unpacked(p: Path, suffixes: tuple[str, ...]) -> Path:
+    """Where the text of the packed file `p` goes: its name less the compression's suffix (text.txt.gz: text.txt),
+    ".txt" added to a name left without one; never `p` itself (`gzip -dc packed.txt > packed.txt` empties the file
+    before gzip reads it) nor a file already there, which `>` would write over without a word."""
+    out = p.with_suffix("") if p.suffix.lower() in suffixes else p
+    out = out if out.suffix else out.with_name(out.name + ".txt")
+    return out if out != p and not out.exists() else out.with_name(out.stem + "-unpacked" + out.suffix)
+
+
 TEXT_WITH_NULS = 0.75  # the share of a NUL-holding file's other characters that are printable, for it to be text
 WIDE_TEXT = 0.9  # the share of a file read as UTF-16 that is printable, for it to be taken for UTF-16 text
 

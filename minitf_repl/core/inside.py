@@ -621,7 +621,7 @@ class FeedForwardNeurons:
     token_ids: list[int]
     layer: int
     at: int
-    hidden: str  # the formula of h, as the part states it: "GELU(xW_1 + b_1)"
+    hidden: str  # the formula of the units u, as the part states it: "GELU(xW_1 + b_1)"
     pre_name: str  # the formula of the pre-activation: "xW_1 + b_1" (SwiGLU: "xW_g", its gate's)
     below_zero: str  # what a u_n below 0 means for this part, as it states it
     width: int  # hidden units

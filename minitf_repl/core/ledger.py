@@ -13,10 +13,11 @@ score matrix, masked half included. Norms, softmax, activations and embedding lo
 (they are O(d) per token, not O(d^2)). Training is taken as 3 x forward (the backward pass computes
 two products per forward product: the input's gradient and the weight's); "6N" (6 x parameters x
 tokens) is the usual shorthand, shown for comparison: it leaves out attention's T-dependent products.
-Its N is the parameters a token's matrix products use: all of them, less the tables a token only looks
-up (the learned position table, an untied token embedding; a tied one is the head's matrix and counts)
-and a mixture's experts the token is not routed to (the part says how many, `idle_parameters()`), as
-the rule is used for sparse models.
+Its N is all the parameters, less the tables a token only looks up (the learned position table, an
+untied token embedding; a tied one is the head's matrix and counts) and a mixture's experts the token
+is not routed to (the part says how many, `idle_parameters()`), as the rule is used for sparse models.
+The norms' gains and the biases stay in N, as in the rule's own count, though no product multiplies by
+them: N is not "the parameters a token's matrix products use".
 
 A mixture of experts counts the router and, per token, experts_per_token experts' Linears: a token
 runs only the experts it is routed to, so the parameters grow with n_experts and the FLOPs do not
@@ -66,8 +67,7 @@ class Ledger:
     forward_flops_per_step: int  # x batch_size * seq_len tokens
     training_flops_per_step: int  # 3 x forward: forward, then backward for inputs and weights
     six_n_flops_per_step: int  # 6 * six_n_params * tokens, the usual rule of thumb
-    # the rule's N: the parameters a token's matrix products use (n_params less lookup_params and the experts a token
-    # is not sent to)
+    # the rule's N: n_params less lookup_params and the experts a token is not sent to (norm gains and biases stay in)
     six_n_params: int
     lookup_params: int  # in tables a token only looks up, no product multiplies by (the position table): not in N
     # Muon's Newton-Schulz on every block matrix, each step, whatever the batch (0 for AdamW: its update is
@@ -143,9 +143,9 @@ def attention_flops_per_token(config, seq_len: int) -> int:
 
 
 def active_parameters(model: nn.Module, n_params: int) -> int:
-    """The parameters a token's matrix products use: `n_params` less the tables it only looks up
-    (lookup_parameters) and those a part says a token does not run (a mixture of experts: the experts it is
-    not routed to)."""
+    """The 6N rule's N: `n_params` less the tables a token only looks up (lookup_parameters) and those a part
+    says a token does not run (a mixture of experts: the experts it is not routed to). The norms' gains and the
+    biases, which no product multiplies by, stay in."""
     idle = [getattr(m, "idle_parameters", None) for m in model.modules()]
     return n_params - lookup_parameters(model) - sum(f() for f in idle if callable(f))
 

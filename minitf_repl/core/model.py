@@ -278,8 +278,8 @@ class MultiHeadSelfAttention(nn.Module):
     def activation_floats(self, seq_len: int, dropout: bool) -> int:
         """Floats one position keeps for the backward pass (measured in tests/test_ledger.py and test_variants.py).
 
-        q, k and v (their widths as built) for QK^T and AV; the pattern A, H * T, kept by softmax and
-        AV on the explicit path (the fused kernel keeps only its H log-sum-exps, unless dropout is on,
+        q, k and v (their widths as built) for QK^T and AV; the pattern A, n_h * T (H below), kept by softmax
+        and AV on the explicit path (the fused kernel keeps only its n_h log-sum-exps, unless dropout is on,
         where torch's CPU kernel falls back to the math path and keeps A as well); the merged heads,
         read by out_proj; with qk_norm the normalised q and k; on the explicit path under GQA (and on
         the fused one with dropout), K and V repeated to n_heads in place of the shared ones; with
@@ -287,8 +287,8 @@ class MultiHeadSelfAttention(nn.Module):
         RoPE's rotated q and k replace the unrotated ones (a rotation's gradient needs only cos and sin).
 
         The fused kernel (without dropout) keeps its output O for its backward, laid out as its q is. A q
-        straight from the projection is a (B, T, h, d_k) tensor seen as (B, h, T, d_k), so O's merge is a
-        view of O itself; a q that RoPE or qk_norm wrote anew is (B, h, T, d_k) in memory, and so is O,
+        straight from the projection is a (B, T, n_h, d_k) tensor seen as (B, n_h, T, d_k), so O's merge is
+        a view of O itself; a q that RoPE or qk_norm wrote anew is (B, n_h, T, d_k) in memory, and so is O,
         which the merge then copies: O and Concat(heads) are kept apart (measured: 8% more than counted
         at d=32, T=40 for rope or qk_norm with attention=sdpa).
         """
@@ -382,8 +382,8 @@ class TransformerBlock(nn.Module):
         self.attn = MultiHeadSelfAttention(config)
         self.ln_2 = make_norm(config, config.d_model)
         self.ffn = feed_forward(config)
-        self.hook_resid_mid = Probe()  # x + Attention(LN(x)); post-LN: LN(x + Attention(x))
-        self.hook_resid_post = Probe()  # x + FFN(LN(x)); post-LN: LN(x + FFN(x))
+        self.hook_resid_mid = Probe()  # x' = x + Attention(LN(x)); post-LN: LN(x + Attention(x))
+        self.hook_resid_post = Probe()  # x' + FFN(LN(x')); post-LN: LN(x' + FFN(x')), as steps() writes them
 
     def forward(self, x: torch.Tensor, cache: LayerKV | None = None) -> torch.Tensor:
         if self.post_norm:
@@ -670,7 +670,7 @@ class MiniTransformerLM(nn.Module):
         """For a while, every attention layer computes the fused kernel (same weights, within 1e-5).
 
         For views that run many copies of a prompt and need no attention pattern (activation
-        patching): the kernel never materialises the (B, h, T, T) scores. Restored afterwards.
+        patching): the kernel never materialises the (B, n_h, T, T) scores. Restored afterwards.
         """
         explicit = [m for m in self.modules() if isinstance(m, MultiHeadSelfAttention) and not m.use_sdpa]
         try:

@@ -38,15 +38,16 @@ class SinusoidalPositions(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
-    """RoPE (Su et al., RoFormer, 2021): rotate each pair (x_{2i}, x_{2i+1}) of a head by pos * theta_i.
+    """RoPE (Su et al., RoFormer, 2021): rotate each pair c, (x_{2c}, x_{2c+1}), of a head by pos * theta_c.
 
-        theta_i = base^(-2i / head_dim),  i = 0 .. head_dim/2 - 1
-        (x_{2i}, x_{2i+1}) -> (x_{2i} cos a - x_{2i+1} sin a,  x_{2i} sin a + x_{2i+1} cos a),  a = pos * theta_i
+        theta_c = base^(-2c / head_dim),  c = 0 .. head_dim/2 - 1
+        (x_{2c}, x_{2c+1}) -> (x_{2c} cos a - x_{2c+1} sin a,  x_{2c} sin a + x_{2c+1} cos a),  a = pos * theta_c
 
-    This is the paper's interleaved-pairs convention (GPT-NeoX and Hugging Face's Llama pair x_i with
-    x_{i + head_dim/2} instead; the two are the same model up to a fixed permutation of q and k's
-    features). A rotation keeps lengths, and rotating q by a_i and k by a_j leaves q.k depending
-    on i - j only: attention sees relative positions. The same module rotates q and k.
+    (c for the pair, as the views and `:help rope_base` write it: i and j are positions.) This is the
+    paper's interleaved-pairs convention (GPT-NeoX and Hugging Face's Llama pair x_c with
+    x_{c + head_dim/2} instead; the two are the same model up to a fixed permutation of q and k's
+    features). A rotation keeps lengths, and rotating q by its position i and k by its position j
+    leaves q.k depending on i - j only: attention sees relative positions. The same module rotates q and k.
     """
 
     def __init__(self, head_dim: int, max_seq_len: int, base: float = 10000.0):
@@ -63,7 +64,7 @@ class RotaryEmbedding(nn.Module):
         B, H, T, D = x.shape
         cos = self.cos[start : start + T]  # (T, D/2), broadcast over B and heads
         sin = self.sin[start : start + T]
-        pairs = x.view(B, H, T, D // 2, 2)  # (B, H, T, D/2, 2): (x_{2i}, x_{2i+1})
+        pairs = x.view(B, H, T, D // 2, 2)  # (B, H, T, D/2, 2): pair c is (x_{2c}, x_{2c+1})
         even, odd = pairs[..., 0], pairs[..., 1]  # (B, H, T, D/2) each
         rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (B, H, T, D/2, 2)
         return rotated.view(B, H, T, D)  # (B, H, T, head_dim): pairs back in place

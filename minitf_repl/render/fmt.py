@@ -59,16 +59,17 @@ def shape(dims) -> str:
 
 
 def size(n) -> str:
-    """Bytes in B under 1,000, else in KiB, MiB or GiB ("?" when unknown). Whole bytes under a KiB: 128 B read as
-    "0.1 KiB" made a line such as "0.1 KiB a token x 32 = 4.0 KiB" fail the reader's multiplication. The next unit
-    from 1,000 of the one below: "1021.0 KiB" (an int8 copy of a small model) took four digits to say 1.0 MiB."""
+    """Bytes in B under 1,000 (a whole number of them), else in KiB, MiB or GiB ("?" when unknown): 128 B read as
+    "0.1 KiB" made a line such as "0.1 KiB a token x 32 = 4.0 KiB" fail the reader's multiplication, so 1,000 to
+    1,023 B read "1.0 KiB". The next unit from 1,000 of the one below as printed (rounded): "1021.0 KiB" (an int8
+    copy of a small model) took four digits to say 1.0 MiB, and 1,023,990 B, under 1,000 KiB, read "1000.0 KiB"."""
     if n is None:
         return "?"
-    if n >= 1000 * 2**20:
+    if round(n / 2**20, 1) >= 1000:
         return f"{n / 2**30:.1f} GiB"
-    if n >= 1000 * 2**10:
+    if round(n / 2**10, 1) >= 1000:
         return f"{n / 2**20:.1f} MiB"
-    if n >= 1000:
+    if round(n) >= 1000:
         return f"{n / 2**10:.1f} KiB"
     return f"{n:,.0f} B"
 

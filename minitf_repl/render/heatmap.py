@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from ..palette import (SCALE, SHADES, columns, first_cluster, fit_columns, heads_tell_apart, piece_cell, scale_rgb,
-                       shade, visible)
+from ..palette import (SCALE, SHADES, clusters, columns, fit_columns, heads_tell_apart, piece_cell, scale_rgb, shade,
+                       visible)
 
 
 def plain(console: Console) -> bool:
@@ -55,11 +55,39 @@ def legend(peak: float, as_text: bool, what: str = "weight", width: int | None =
 MAX_LABEL = 8  # the widest row label: a longer subword piece is cut to it, its end as "…"
 
 
+HEAD_CHARACTERS = (1, 2)  # a column's head: its token's first character, else its first two, else its position
+
+
+def column_heads(tokens: list[str]) -> list[str] | None:
+    """The least of each column's token that names it (palette.clusters of `visible`): its first character where those
+    tell the tokens apart, else its first two (a BPE's pieces of English, "␣cat" and "␣sat", all start with "␣": every
+    head read "␣", and any English text was headed by positions), else None: the columns are headed by their positions
+    (by_index; a BPE's byte tokens all start with "\\x")."""
+    shown = [clusters(visible(t)) for t in tokens]
+    for n in HEAD_CHARACTERS:
+        heads = ["".join(c[:n]) for c in shown]
+        if heads_tell_apart(heads, tokens):
+            return heads
+    return None
+
+
 def by_index(tokens: list[str]) -> bool:
     """Whether the columns are headed by their positions (0 to 9, over again), each row label by its position too:
-    where the first characters of the tokens do not tell them apart (a BPE's byte tokens all start with "\\x", its
-    pieces of English with "␣"), a column headed by its token's was not to be told from the others."""
-    return not heads_tell_apart([first_cluster(visible(t)) for t in tokens], tokens)
+    where neither the first characters of the tokens nor their first two tell them apart (column_heads), a column
+    headed by its token's was not to be told from the others."""
+    return column_heads(tokens) is None
+
+
+def heads_note(tokens: list[str]) -> str | None:
+    """What a map of `tokens` heads its columns with, where that is not each token's first character: a line of
+    digits ("012345678901" over an English text) read as the text's own characters."""
+    heads = column_heads(tokens)
+    if heads is None:
+        return ("each column is headed by its position's last digit (0 to 9, then 0 again), and each row starts "
+                "with its position: the tokens' first two characters do not tell them apart")
+    if any(len(clusters(head)) > 1 for head in heads):
+        return "each column is headed by its token's first two characters: the first alone does not tell them apart"
+    return None
 
 
 def label_width(tokens: list[str]) -> int:
@@ -72,12 +100,15 @@ def label_width(tokens: list[str]) -> int:
 
 
 def column_width(tokens: list[str], width: int) -> int:
-    """The columns of a position's cell: `width`, or 2 where a token starts with a character two columns wide (你,
-    an emoji, a vowel sign on its circle ◌ि), which a cell of one column cannot head: the keys' line ran twice as wide
-    as the rows below it. Headed by position (by_index), a digit heads each."""
-    if by_index(tokens):
+    """The columns of a position's cell: `width`, or its widest head's (column_heads) where wider: 2 where a token
+    starts with a character two columns wide (你, an emoji, a vowel sign on its circle ◌ि), which a cell of one column
+    cannot head (the keys' line ran twice as wide as the rows below it); heads of two characters with a space after
+    them (side by side they read as one word: "th␣cat␣sat"). Headed by position (by_index), a digit heads each."""
+    heads = column_heads(tokens)
+    if heads is None:  # a digit heads each
         return width
-    return max([width, *(columns(first_cluster(visible(t))) for t in tokens)])
+    gap = int(any(len(clusters(head)) > 1 for head in heads))
+    return max([width, *(columns(head) + gap for head in heads)])
 
 
 def reads_future(maps: list[list[list[float]]]) -> bool:
@@ -91,16 +122,19 @@ def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: i
             future: bool = False) -> Text:
     """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank unless
     `future` (nothing masks it: causal off, or the mask ablated). `width` columns per cell (column_width: 2 for a wide
-    character); a column is headed by the first `width` columns of its token, or by its position where those do not
-    tell the tokens apart (by_index), a row by the whole token (up to MAX_LABEL columns, cut with "…")."""
+    character, 3 for heads of two characters); a column is headed by its token's first character, or its first two
+    where the first alone does not tell the tokens apart (column_heads), or by its position where neither does
+    (by_index), a row by the whole token (up to MAX_LABEL columns, cut with "…"); heads_note says which, where not
+    the tokens' first characters."""
     T = len(tokens)
-    index = by_index(tokens)
+    heads = column_heads(tokens)
+    index = heads is None
     label = label_width(tokens)
     width = column_width(tokens, width)
     digits = len(str(T - 1)) + 1 if index else 0  # a row's position and a space before its token
     out = Text(" " * label)
-    for j, tok in enumerate(tokens):  # cut and padded by columns, not characters, so that the cells stay under keys
-        out.append(fit_columns(str(j % 10) if index else visible(tok), width), style="bold")
+    for j in range(T):  # cut and padded by columns, not characters, so that the cells stay under keys
+        out.append(fit_columns(str(j % 10) if index else heads[j], width), style="bold")
     for i in range(T):
         out.append("\n")
         shown = label - digits - 1 if label - digits > 2 else label - digits  # a space after a subword piece

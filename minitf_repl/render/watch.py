@@ -22,7 +22,8 @@ from ..core.words import count, quoted_chars
 from ..palette import quoted, terminal_safe, visible
 from ..syntax import cmd
 from . import fmt
-from .heatmap import attention_window, column_width, heatmap, label_width, legend, reads_future, window_note
+from .heatmap import (attention_window, column_width, heads_note, heatmap, label_width, legend, reads_future,
+                      window_note)
 from .scatter import asked_ids, grid_size, scatter
 from .tables import NARROW, add_row
 from .words import Words
@@ -141,7 +142,9 @@ def watch_view(frame, width: int, as_text: bool, height: int | None = None, scre
         panels = [Group(Text(f"head {h}", style="cyan"), heatmap(frame.tokens[start:], m, peak, 1, as_text, future))
                   for h, m in enumerate(maps)]
         cut = [Text(window_note(n, T, width, tall), style="dim")] if start else []
-        return Group(title, *cut, Columns(panels, padding=(0, 2)), legend(peak, as_text, width=width))
+        # what heads the columns where a token's first character does not (position digits, two characters)
+        heads = [Text(line, style="dim")] if (line := heads_note(frame.tokens[start:])) else []
+        return Group(title, *cut, Columns(panels, padding=(0, 2)), *heads, legend(peak, as_text, width=width))
     if frame.lens:
         table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
         table.add_column("after", style="cyan", no_wrap=True)
