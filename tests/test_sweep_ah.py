@@ -103,7 +103,7 @@ def test_checks_blind_without_a_position_table_does_not_credit_the_answers_fixed
     words = plain(run(session_with(pos_encoding="rope"), ":checks blind"))
     assert "nothing tells one position from another" in words
     assert "answers sit at fixed places" not in words
-    assert "whose loss counts only the answers' tokens" in words
+    assert "the unigram counter of the targets the loss scores (a task's answers" in words  # its yardstick counts them
     assert "answers sit at fixed places" in plain(run(session_with(), ":checks blind"))  # a table: it knows them
 
 

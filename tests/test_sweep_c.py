@@ -146,7 +146,7 @@ def test_set_causal_with_a_rebuild_does_not_say_the_weights_were_kept():
 # --- :ablate out of range ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("what, said", [
     ("head=0.5", "head must be in 0..3 (each block has 4 heads), got 5"),  # was "(the model has 4)": 4 of what?
-    ("head=2.0", "layer must be in 0..1 (the model has 2 blocks), got 2"),
+    ("head=2.0", "the block of head=L.H must be in 0..1 (the model has 2 blocks), got 2"),  # was "layer ... blocks"
     ("block=7", "block must be in 0..1 (the model has 2 blocks), got 7"),
 ])
 def test_ablate_out_of_range_says_what_the_model_has(what, said):
@@ -255,7 +255,7 @@ def test_checks_of_the_model_say_what_ablate_switched_off():
     result = run(session, ":checks rows causal gradient")
     assert result.ablations == ["block 0"]
     assert "switched off now: block 0 (:ablate off puts the model back)" in plain(result)
-    assert json_document(REGISTRY["checks"], result)["schema"] == "minitf.checks/7"
+    assert json_document(REGISTRY["checks"], result)["schema"] == "minitf.checks/8"
     assert "switched off now" not in plain(run(session, ":checks init"))  # a fresh model: nothing of it is off
 
 

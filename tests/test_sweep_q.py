@@ -186,7 +186,7 @@ def test_ablate_takes_several_parts_in_one_line_as_they_stack():
     # `off PART` puts that part back (a fifty-third session; it was refused, "off puts back every part on its own")
     assert run(session, ":ablate off head=0.1").active == ["head 1.0", "the causal mask", "block 1"]
     run(session, ":ablate head=0.1")
-    with pytest.raises(UserError, match=r"layer must be in 0\.\.1"):  # nothing is switched off by a line refused
+    with pytest.raises(UserError, match=r"block of head=L\.H must be in 0\.\.1"):  # a line refused switches nothing off
         run(session, ":ablate head=0.0 head=5.0")
     assert len(session.ablations) == 4
 

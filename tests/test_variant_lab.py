@@ -233,8 +233,8 @@ def test_parse_ablation():
     assert parse_ablation("head=1.0", 2, 2) == Ablation("head", 1, 0)
     assert parse_ablation("block=1", 2, 2) == Ablation("block", 1)
     assert parse_ablation(" mask ", 2, 2) == Ablation("mask")
-    for text, message in [("head=2.0", "layer must be in 0..1"), ("head=0.5", "head must be in 0..1"),
-                          ("head=x", "LAYER.HEAD"), ("block=9", "block must be in"), ("ffn", "cannot ablate")]:
+    for text, message in [("head=2.0", "block of head=L.H must be in 0..1"), ("head=0.5", "head must be in 0..1"),
+                          ("head=x", "BLOCK.HEAD"), ("block=9", "block must be in"), ("ffn", "cannot ablate")]:
         with pytest.raises(UserError, match=message):
             parse_ablation(text, 2, 2)
 
@@ -246,7 +246,7 @@ def test_ablate_command_reports_and_undoes():
     result = run(s, ":ablate block=0")
     assert isinstance(result, AblateResult) and result.active == ["block 0"]
     assert result.val_loss_after != result.val_loss_before
-    assert run(s, ":ablate head=1.1").active == ["block 0", "head 1.1"]  # they stack
+    assert run(s, ":ablate head=1.1").active == ["head 1.1", "block 0"]  # they stack, listed by kind and index
     with pytest.raises(UserError, match="switched off"):
         run(s, ":train steps=1")
     off = run(s, ":ablate off")

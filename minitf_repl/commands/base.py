@@ -374,8 +374,8 @@ def check_layer(session, layer: int | None, default: int = 0) -> int:
     n_layers = session.model_config.n_layers
     layer = (default % n_layers) if layer is None else layer
     if not 0 <= layer < n_layers:
-        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), "
-                        f"got {clip(str(layer))}")
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'layer')}, one per "
+                        f"block), got {clip(str(layer))}")
     return layer
 
 

@@ -7,6 +7,7 @@ check that failed, what usually causes it and what to try.
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -69,6 +70,9 @@ class ChecksResult:
     dropout: float = 0.0  # the dropout setting the fresh models train with (0.99 keeps overfit from learning a batch)
     position_table: bool = True  # positions are added to the input (learned or sinusoidal; not rope or none)
     ablations: list[str] = field(default_factory=list)  # what :ablate switched off: rows, causal, gradient read it so
+    # d_model: a width of 1 is why logits read nothing (a norm of one feature is its bias alone), said by causal and
+    # blind; the settings' own, which --json states elsewhere (:config)
+    d_model: int = field(default=0, metadata={"view_only": True})
 
     @property
     def failure(self) -> str | None:
@@ -96,8 +100,10 @@ def asked_checks(text: str | None) -> list[str]:
     words = (text or "").replace(",", " ").split()
     unknown = [w for w in words if w not in CHECK_NAMES]
     if unknown:
+        close = difflib.get_close_matches(unknown[0][:40], CHECK_NAMES, n=1, cutoff=0.6)  # casual: causal
+        hint = f"; did you mean {cmd('checks', close[0])}?" if close else ""
         raise UserError(f"no check is called {clip(unknown[0])!r}; the checks are {', '.join(CHECK_NAMES)} "
-                        f"(leave them out to run all)")
+                        f"(leave them out to run all){hint}")
     return [name for name in CHECK_NAMES if name in words] if words else list(CHECK_NAMES)
 
 
@@ -110,7 +116,7 @@ def asked_checks(text: str | None) -> list[str]:
     # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
     Param("steps", int, low=1, limit=100_000,
           help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
-], aliases=("sanity",), json_version=7, guide="inside-views.md#before-trusting-a-run-checks")  # fmt: skip
+], aliases=("sanity",), json_version=8, guide="inside-views.md#before-trusting-a-run-checks")  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -126,7 +132,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
                           post_norm=session.model.post_norm,
                           residual=session.model_config.residual, dropout=session.model_config.dropout,
                           position_table=position_kind(session.model_config).table is not None,
-                          ablations=switched_off(session))
+                          ablations=switched_off(session), d_model=session.model_config.d_model)
     training = [name for name in asked if name in ("blind", "overfit")]
     if not training and args["steps"] is not None:  # as :ln says of layer= with ln_f: said, not dropped
         reporter.notice(f"steps={steps} is the training checks' length (blind, overfit), and none was asked; it was "
@@ -177,6 +183,12 @@ ASKS = {  # the question each check answers, as its line starts
 }
 
 
+def positions_read(check, unit: str) -> str:
+    """The positions the causal check read: the whole window, or its first CAUSAL_WINDOW."""
+    return (f"over {count(check.positions, unit)}" if check.positions == check.window
+            else f"over the first {check.positions:,} of the window's {count(check.window, unit)}")
+
+
 def measured(name: str, check, result: ChecksResult) -> str:
     """What a check measured, in words."""
     unit = result.unit
@@ -184,7 +196,10 @@ def measured(name: str, check, result: ChecksResult) -> str:
         shifted = ("every one is the next input" if not check.mismatched
                    else f"{check.mismatched:,} are not the next input")
         of = "" if check.counted == check.rows * check.positions else f" of {check.rows * check.positions:,}"
-        return f"{check.counted:,}{of} targets counted in a batch of {count(check.rows, 'row')}: {shifted}"
+        # the rows read are the first few of a batch of batch_size: "a batch of 4 rows" was said at batch_size=16
+        rows = (f"a training batch of {count(check.rows, 'row')}" if check.rows >= check.batch_size
+                else f"{count(check.rows, 'row')} of a training batch (of {check.batch_size:,})")
+        return f"{check.counted:,}{of} targets counted in {rows}: {shifted}"
     if name == "init":
         # a tied head starts under ln V where the text repeats the token read: the reference says by how much, where
         # that is 1% or more; else it is ln V, and the share off is of the numbers shown (4.620 against ln(103) =
@@ -194,13 +209,24 @@ def measured(name: str, check, result: ChecksResult) -> str:
         favoured = (f"{check.expected:.3f} (ln({result.vocab_size:,}) = {check.uniform:.3f}, less the tied head's "
                     f"favour for the token read)" if shown == check.expected else
                     f"ln({result.vocab_size:,}) = {check.uniform:.3f}")
-        return f"{check.loss:.3f} against {favoured} ({off:.1%} off); its logits' std {check.logit_std:.2f}"
+        line = f"{check.loss:.3f} against {favoured} ({off:.1%} off); its logits' std {check.logit_std:.2f}"
+        if check.model_loss is not None:  # an untrained session model that is not that fresh one: loaded, changed
+            line += (f"; the session's model, not trained and not a fresh one: {check.model_loss:.3f} "
+                     f"({abs(check.model_loss - check.model_expected) / check.uniform:.1%} off), its logits' std "
+                     f"{check.model_logit_std:.2f}, its weights' std {check.model_weight_std:.3g} against the fresh "
+                     f"model's {check.fresh_weight_std:.3g}")
+        return line
     if name == "rows":
         size = "exactly 0" if check.passed else f"up to {check.other_largest:.3g}"
-        return f"row 0's logits have a gradient of {size} on the other {count(check.rows - 1, 'row')}"
+        own = " (and on its own: they read nothing, see causal)" if check.own_size == 0 else ""
+        return f"row 0's logits have a gradient of {size} on the other {count(check.rows - 1, 'row')}{own}"
     if name == "causal" and not check.later_pairs:  # max_seq_len=1: "0 of the 0 pairs", a pass that checked nothing
         return (f"nothing to check here: a window of {count(check.positions, unit)} has no later position to read, so "
                 "no leak could show; max_seq_len=2 or more puts the mask to the test")
+    if name == "causal" and check.reads_nothing:  # "0 of the 2,016 pairs" passed a model that read nothing at all
+        return (f"no position's logits have a gradient on any position: not the {check.later_pairs:,} pairs (t, s > t) "
+                f"nor the {check.earlier_unread:,} with s <= t, {positions_read(check, unit)}, so nothing shows "
+                "whether the mask works")
     if name == "causal":
         read = f"{check.later_read:,} of the {check.later_pairs:,} pairs (t, s > t) have a gradient"
         if check.passed:
@@ -210,9 +236,7 @@ def measured(name: str, check, result: ChecksResult) -> str:
                      "map's scale)")
         earlier = ("every earlier one has" if not check.earlier_unread
                    else f"{check.earlier_unread:,} earlier pairs have none")
-        over = (f"over {count(check.positions, unit)}" if check.positions == check.window
-                else f"over the first {check.positions:,} of the window's {count(check.window, unit)}")
-        return f"{read}; {earlier}, {over}"
+        return f"{read}; {earlier}, {positions_read(check, unit)}"
     if name == "gradient":
         from .backprop import float32_part
 
@@ -221,8 +245,9 @@ def measured(name: str, check, result: ChecksResult) -> str:
                 + float32_part(check))
     if name == "blind":
         zero = check.zero_token.encode("unicode_escape").decode("ascii")  # a newline shows as \n
+        counter = "the unigram counter of the scored targets" if check.unigram_scored else "the unigram counter"
         return (f"val {check.real_loss:.3f} after {count(check.steps, 'step')}; {check.blind_loss:.3f} with every "
-                f"input '{zero}' (id 0); the unigram counter {check.unigram_loss:.3f}")
+                f"input '{zero}' (id 0); {counter} {check.unigram_loss:.3f}")
     if name == "overfit":
         under = next((k + 1 for k, loss in enumerate(check.curve) if loss <= check.target), None)
         given = (f"the first row's first {result.unit}" if check.given == 1
@@ -261,6 +286,14 @@ def failure(name: str, check, result: ChecksResult) -> str:
             return "no target of the batch is counted: the loss has nothing to learn from"
         return ("the targets are not the inputs shifted by one: the model is trained to predict something other than "
                 "the next token, and a loss that falls means nothing for generating text")
+    if name == "init" and check.model_passed is False:
+        return (f"the session's model has not trained, yet it starts {check.model_loss - check.uniform:+.2f} nats from "
+                f"a uniform guess (ln V = {check.uniform:.3f}): its logits are not small (std "
+                f"{check.model_logit_std:.2f}, a fresh model's {check.logit_std:.2f}) and its weights are not (std "
+                f"{check.model_weight_std:.3g} against a fresh model's {check.fresh_weight_std:.3g}), so it is "
+                f"confidently wrong before it has learned anything. The usual cause is an init scale (weights drawn "
+                f"larger than the {check.fresh_weight_std:.2g} a fresh model gets) or weights loaded from elsewhere; "
+                f"start from weights drawn at that scale")
     if name == "init":
         if check.loss < check.expected:
             own = (f"the token it reads is its likeliest next one at {check.reads_own:.0%} of positions (p "
@@ -280,6 +313,9 @@ def failure(name: str, check, result: ChecksResult) -> str:
         return ("one row's output depends on another row of the batch: something normalises or routes across the "
                 "batch. Training still runs, but each row's loss now reads the others, and generating one text at "
                 "a time will not behave as training did")
+    if name == "causal" and check.reads_nothing:
+        return (f"the output reads nothing: every position's logits are the same whatever the input, so the mask has "
+                f"nothing to hide and the model nothing to learn from. {reads_nothing_cause(result)}")
     if name == "causal":
         fix = (f"{cmd('set', causal='on')} puts the mask back" if not result.causal_setting
                else f"The mask is switched off by {cmd('ablate', 'mask')}: {cmd('ablate', 'off')} puts it back")
@@ -291,9 +327,23 @@ def failure(name: str, check, result: ChecksResult) -> str:
     if name == "blind":
         gap = check.blind_loss - check.real_loss
         zero = check.zero_token.encode("unicode_escape").decode("ascii")  # token id 0, which may be the digit 0 or not
-        return (f"the model trained on its inputs ended {abs(gap):.3f} nats {'under' if gap >= 0 else 'above'} one "
-                f"that read every input '{zero}' (id 0) (under {result.blind_margin:g} fails): in "
-                f"{count(check.steps, 'step')} it learned little that needs its input. Train longer "
+        ended = (f"the model trained on its inputs ended {abs(gap):.3f} nats {'under' if gap >= 0 else 'above'} one "
+                 f"that read every input '{zero}' (id 0) (under {result.blind_margin:g} fails)")
+        # where the cause is known, "train longer" is no advice: no run reads an input its logits cannot see, and a
+        # run that did not move will not in three times the steps
+        if not check.reads_input:
+            return (f"{ended}: its logits read no input at all (every gradient of them on the stream is exactly 0), "
+                    f"so no run of any length can learn from it. {reads_nothing_cause(result)}")
+        # from ln V, where a fresh model starts (core.checks.blind_check): the first training loss is of another
+        # batch than the val losses, and differs from them by more than a run at lr=1e-9 moves
+        uniform = math.log(result.vocab_size)
+        if check.still:
+            return (f"{ended}, and neither run moved: both ended near ln V = {uniform:.3f}, where a fresh model "
+                    f"starts, far above the unigram counter's {check.unigram_loss:.3f}, which counting alone reaches. "
+                    f"The rate is too low for {count(check.steps, 'step')} to move the weights ({cmd('set', 'lr')} "
+                    f"shows it, {cmd('lrfind')} finds one that trains), or the run is too short to move at all "
+                    f"({cmd('checks', 'blind', steps=check.steps * 10)}){no_residual(result)}")
+        return (f"{ended}: in {count(check.steps, 'step')} it learned little that needs its input. Train longer "
                 f"({cmd('checks', 'blind', steps=check.steps * 3)}), or look at the rate ({cmd('set', 'lr')})"
                 f"{no_residual(result)}")
     if name == "overfit":
@@ -316,6 +366,16 @@ def failure(name: str, check, result: ChecksResult) -> str:
 # overfit: a loss that fell by less than this share of where it began has not moved: a rate too low (1e-7), not too
 # few steps, which "try more steps" offered again and again
 STILL = 0.01
+
+
+def reads_nothing_cause(result: ChecksResult) -> str:
+    """Why logits read no input, and the fix: a width of 1, else (mostly) a final norm zeroed."""
+    if result.d_model == 1:
+        return (f"The width is 1 (d_model=1): the mean of one feature is the feature, so every norm outputs its bias "
+                f"alone whatever it reads; {cmd('set', d_model=2)} or more lets it read")
+    return ("The usual cause is a norm whose gain (and bias) are 0, the final one above all (weights loaded or changed "
+            "by hand), which hands the head the same vector whatever comes in; start from weights that were not "
+            "changed")
 
 
 def batch_rows(check, unit: str, console: Console) -> None:
@@ -347,7 +407,8 @@ MIN_TEXT = 20  # the fewest columns a check's text is wrapped in beside its stat
 
 @render.register(ChecksResult)
 def render_checks(result: ChecksResult, console: Console) -> None:
-    now = [name for name in result.asked if name in ("rows", "causal", "gradient")]
+    now = [name for name in result.asked if name in ("rows", "causal", "gradient")
+           or name == "init" and result.init is not None and result.init.model_loss is not None]  # scored it too
     fresh = [name for name in result.asked if name in ("init", "blind", "overfit")]
     read = ["a training batch (batch)"] if "batch" in result.asked else []
     read += [f"the model at step {result.model_step:,} ({', '.join(now)})"] if now else []
@@ -391,16 +452,14 @@ def render_checks(result: ChecksResult, console: Console) -> None:
                      f"held-out window it reads (labelled below"  # (told apart from the batch's rows, where shown)
                      f"{'; not the batch row above' if result.batch is not None else ''})", "bold")
         as_text = unscaled(console)
-        console.print(heatmap(causal.tokens, causal.map, 1.0, 1, as_text, future=not causal.passed))
+        console.print(heatmap(causal.tokens, causal.map, 1.0, 1, as_text, future=bool(causal.later_read)))
         console.print(legend(1.0, as_text, "share of the row's largest", console.width))
-        if causal.later_pairs:  # a window of 1 has no diagonal to be blank above
+        # a window of 1 has no diagonal to be blank above; a map blank everywhere shows no mask at work
+        if causal.later_pairs and not causal.reads_nothing:
             note(console, "blank above the diagonal: the causal mask at work through every block, position t reads "
                           "itself and the positions before it" if causal.passed
                  else "above the diagonal: position t reading a later position s")
-        if causal.passed and math.isnan(causal.reach_half):  # no gradient reaches any position's stream
-            note(console, "how far back it reads: nowhere; no position's logits depend on the stream at any position "
-                          "(every |dz_t/dh_s| is exactly 0), so its output is the same whatever it reads")
-        elif causal.passed:  # a model reading the future has no "back" to measure
+        if causal.passed and not math.isnan(causal.reach_half):  # reading the future, or nothing: no "back" to measure
             note(console, f"how far back it reads: half of what position t's logits depend on lies on the "
                           f"{causal.reach_half:.1f} positions nearest it (itself included), nine tenths on the nearest "
                           f"{causal.reach_most:.1f}, averaged over the window's second half")
@@ -433,9 +492,11 @@ def explanations(result: ChecksResult) -> list[str]:
     lines = []
     init, blind = result.init, result.blind
     if init is not None and init.passed:
-        lines.append(f"init: the initial weights are small (std 0.02), so the logits start near 0 (std "
-                     f"{init.logit_std:.2f}) and every token gets about 1/{result.vocab_size:,}: the loss of a "
-                     f"uniform guess, ln V. A loss that starts far above it is a model sure of wrong answers" +
+        # the std measured, not a "0.02" said of a loaded model whose weights were drawn at 1
+        lines.append(f"init: a fresh model's initial weights are small (std {init.fresh_weight_std:.2g}), so the "
+                     f"logits start near 0 (std {init.logit_std:.2f}) and every token gets about "
+                     f"1/{result.vocab_size:,}: the loss of a uniform guess, ln V. A loss that starts far above it "
+                     f"is a model sure of wrong answers" +
                      ("; the tied head still favours the token read (the norm's output points along its "
                       "embedding), which starts it under ln V where the text repeats that token"
                       if init.expected < 0.99 * init.uniform else ""))
@@ -444,12 +505,18 @@ def explanations(result: ChecksResult) -> list[str]:
                  "token comes at each position" if result.position_table else
                  "nothing tells one position from another (every value attention averages is the same), so all it "
                  "can learn is how often each token comes")
-        # without positions it cannot find the answers' places: a task's blind loss is lower only because the loss
-        # counts the answers alone, whose tokens are fewer kinds than the whole text's (sort's digits, not '=')
-        task = ("less on a task whose answers sit at fixed places" if result.position_table else
-                "less on a task, whose loss counts only the answers' tokens")
-        lines.append(f"blind: with every input the same, {where}: about the unigram counter's loss "
-                     f"({cmd('ngram')}) on text, {task}. The gap to the real run is what it reads from its input")
+        if blind.unigram_scored:  # a task: the counter counts its answers alone, as the loss scores them
+            yardstick = ("about the unigram counter of the targets the loss scores (a task's answers; "
+                         f"{cmd('ngram')} counts whole rows, questions included)" +
+                         (", less where the answers sit at fixed places" if result.position_table else ""))
+        else:
+            # without positions it cannot find the answers' places: a task's blind loss is lower only because the
+            # loss counts the answers alone, whose tokens are fewer kinds than the whole text's (sort's digits)
+            task = ("less on a task whose answers sit at fixed places" if result.position_table else
+                    "less on a task, whose loss counts only the answers' tokens")
+            yardstick = f"about the unigram counter's loss ({cmd('ngram')}) on text, {task}"
+        lines.append(f"blind: with every input the same, {where}: {yardstick}. The gap to the real run is what it "
+                     f"reads from its input")
     if result.gradient is not None and result.gradient.relative <= result.gradient_tolerance:
         lines.append(f"gradient: backprop's code run in float64 against a measurement in float64, where rounding "
                      f"leaves a wrong backward alone to tell; the same check on one text, part by part: {cmd('grad')}")

@@ -793,7 +793,7 @@ def complete_switched_off(session) -> list[str]:
 def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
     """Adds the ablations given (they stack: `head=0.1 head=1.0`, or with commas) and shows val loss with and
     without them; `off` removes them all."""
-    from ..core.ablation import parse_ablation
+    from ..core.ablation import listed, parse_ablation
 
     what = (args["what"] or "").strip()  # none: what is switched off now, measured again
     parts = re.sub(r"\s*=\s*", "=", what.replace(",", " ")).split()  # `head = 0.1` is head=0.1
@@ -816,7 +816,7 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
                         "puts it back")
     trainer = session.trainer
     if ablations:
-        now = [*previous, *ablations]
+        now = listed(dict.fromkeys([*previous, *ablations]))  # by kind and index, each once, as views list them
     elif off:
         now = [a for a in previous if a not in named] if named else []  # off: none, or all but the parts named
     else:

@@ -59,9 +59,10 @@ def parse_ablation(text: str, n_layers: int, n_heads: int) -> Ablation:
     if kind == "head":
         m = _HEAD.match(value.strip())
         if m is None:
-            raise UserError(f"head takes LAYER.HEAD, e.g. head=0.1; got {value!r}")
+            raise UserError(f"head takes BLOCK.HEAD, e.g. head=0.1; got {value!r}")
         layer, head = int(m.group(1)), int(m.group(2))
-        _check_index("layer", layer, n_layers, f"the model has {count(n_layers, 'block')}")
+        # "block", as block=L says it: "layer must be in 0..3 (the model has 4 blocks)" named one thing two ways
+        _check_index("the block of head=L.H", layer, n_layers, f"the model has {count(n_layers, 'block')}")
         _check_index("head", head, n_heads, f"each block has {count(n_heads, 'head')}")
         return Ablation("head", layer, head)
     if kind == "block":
@@ -77,6 +78,16 @@ def _check_index(what: str, index: int, size: int, has: str) -> None:
     """`has`: what the size counts, said beside the range (head=0.5 was told "the model has 2": 2 of what?)."""
     if not 0 <= index < size:
         raise UserError(f"{what} must be in 0..{size - 1} ({has}), got {index}")
+
+
+KINDS = ("head", "mask", "positions", "block")  # as `:ablate` lists them: its help's order
+
+
+def listed(ablations) -> list[Ablation]:
+    """Ablations by kind, then block and head (in the order they came, `block=1` then `block=0 block=3` read
+    "block 1, block 0, block 3")."""
+    return sorted(ablations, key=lambda a: (KINDS.index(a.kind), a.layer if a.layer is not None else -1,
+                                            a.head if a.head is not None else -1))
 
 
 @dataclass

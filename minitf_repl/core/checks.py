@@ -23,7 +23,8 @@ blocks start from (token plus position embedding, read at the probe `hook_embed`
 zeros is exactly zero in floating point, so a position the mask hides gets exactly 0, and anything
 else is a leak. They and the gradient check run on the session's model as it is now (eval mode,
 no weight or .grad touched). init, blind and overfit build fresh models with the session's
-settings and seed and leave the session's model, optimizer and batches alone.
+settings and seed and leave the session's model, optimizer and batches alone; init scores the session's
+model too where it has not trained (step 0) and is not that fresh model (loaded, or its weights changed).
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ INIT_FEWEST = 8
 GRADIENT_TOLERANCE = 1e-3
 # blind: how far below the blind model's val loss the model trained on its inputs must end, in nats per token.
 BLIND_MARGIN = 0.1
+# blind: runs that got less than this share of the way from where they began (ln V) to the unigram counter have not
+# moved: at lr=1e-6 both ended 0.04 of the 1.40 nats down (4.600 and 4.639 against 3.238), "train longer" offered;
+# the default rate gets past the counter in 100 steps. Such runs fail: at lr=1e-9 a fresh model's two losses already
+# differ by about 0.1, so the margin alone passed or failed a model that learned nothing by its seed
+BLIND_STILL = 0.1
 # overfit: the loss on the one batch that counts as learned by heart, as a share of ln V
 OVERFIT_TARGET = 0.05
 OVERFIT_ROWS = 2  # "as few as two examples": learned by heart well within 100 steps (pydoc: by step 13)
@@ -79,6 +85,7 @@ class BatchCheck:
     x: list[str]  # the first row's inputs (its first SHOWN tokens), each token as the views show it
     y: list[str | None]  # its targets (None: not counted)
     passed: bool
+    batch_size: int = 0  # the rows of a training batch: these `rows` are a sample of one (the first few, from seed 0)
 
 
 @dataclass
@@ -94,6 +101,15 @@ class InitCheck:
     # the loss a fresh model of this kind should start at: ln V, less what a tied head's favour for the token read
     # earns where the text repeats it (the check's reference; equal to uniform for an untied head)
     expected: float = 0.0
+    fresh_weight_std: float = 0.0  # the std of the fresh model's weight matrices (its parameters of 2-D or more)
+    # the session's model, scored too where it has not trained (step 0) and is not the fresh model (loaded, or its
+    # weights changed; a loaded model of std-1 weights scored 28 nats while the fresh one passed): its val loss. None
+    # where not scored, or where it scores far under its reference (weights that learned elsewhere, an hf: folder)
+    model_loss: float | None = None
+    model_logit_std: float = 0.0  # its logits' std
+    model_expected: float = 0.0  # its reference, as `expected` is the fresh model's
+    model_weight_std: float = 0.0  # the std of its weight matrices
+    model_passed: bool | None = None  # within the tolerance the fresh model is held to (None: not scored)
 
 
 @dataclass
@@ -116,6 +132,12 @@ class CausalCheck:
     reach_half: float = 0.0
     reach_most: float = 0.0
 
+    @property
+    def reads_nothing(self) -> bool:
+        """No position's logits read any position, itself included: every |dz_t / dh_s| is exactly 0 (a zeroed final
+        norm, d_model=1). A mask no gradient passes through shows nothing either way: "0 of the 2,016 pairs" passed."""
+        return not self.later_read and self.earlier_unread == self.positions * (self.positions + 1) // 2
+
 
 @dataclass
 class RowsCheck:
@@ -135,6 +157,14 @@ class BlindCheck:
     zero_token: str  # what id 0 is
     learnable: bool  # False: the data has nothing an input could tell (random tokens)
     passed: bool | None  # None: nothing to learn from the input here
+    # a fresh model's logits read its input: False where every gradient of them on the stream is exactly 0
+    # (d_model=1: a norm of one feature is its bias alone), and no run could learn from it
+    reads_input: bool = True
+    # the unigram counter counted only the targets the loss scores (a task's answers), not whole rows as :ngram
+    # does: on sort its question digits and '=' put the counter at 2.383 where the answers' digits are ln 10
+    unigram_scored: bool = False
+    # neither run moved from ln V a tenth of the way to the unigram counter (BLIND_STILL): failed, whatever the gap
+    still: bool = False
 
 
 @dataclass
@@ -177,8 +207,9 @@ class Checks:
 
 
 # --- what the model reads --------------------------------------------------------------------------------
-def batch_check(data, rows: int, max_seq_len: int) -> BatchCheck:
-    """A training batch (from seed 0) as the model gets it: every counted target must be the next input."""
+def batch_check(data, rows: int, max_seq_len: int, batch_size: int = 0) -> BatchCheck:
+    """`rows` rows of a training batch (from seed 0; of `batch_size` rows) as the model gets it: every counted target
+    must be the next input."""
     x, y = data.get_batch("train", rows, max_seq_len, torch.Generator().manual_seed(0))
     counted = y >= 0
     inner = counted[:, :-1]  # the last target is the token after the window: no input to compare it with
@@ -191,7 +222,7 @@ def batch_check(data, rows: int, max_seq_len: int) -> BatchCheck:
     return BatchCheck(rows, x.shape[1], int(counted.sum()), mismatched,
                       [name(t) for t in x[0, :SHOWN]],
                       [name(t) if t >= 0 else None for t in y[0, :SHOWN]],
-                      mismatched == 0 and bool(counted.any()))
+                      mismatched == 0 and bool(counted.any()), batch_size)
 
 
 # --- what the session's model does now ----------------------------------------------------------
@@ -254,7 +285,8 @@ def causal_check(model, row: torch.Tensor, seed: int = 0, chunk: int = CHUNK,
         later_read=int((depends[later] > 0).sum()), later_largest=float(depends[later].max()) if T > 1 else 0.0,
         later_share=float(shares[later].max()) if T > 1 else 0.0,
         earlier_unread=int((depends[~later] == 0).sum()), weakest_earlier=float(depends[~later].min()),
-        map=(shown / scale).tolist(), passed=bool((depends[later] == 0).all()), reach_half=half, reach_most=most,
+        map=(shown / scale).tolist(), passed=bool((depends[later] == 0).all() and (depends > 0).any()),
+        reach_half=half, reach_most=most,
     )
 
 
@@ -324,27 +356,57 @@ def _fresh(model_config, train_config, device) -> MiniTransformerLM:
     return MiniTransformerLM(model_config).to(device)
 
 
-def init_check(model_config, trainer, should_stop: Callable[[], bool] | None = None) -> InitCheck:
+def init_check(model_config, trainer, should_stop: Callable[[], bool] | None = None, model=None) -> InitCheck:
     """A fresh model's val loss, on the batches `:train` evaluates, against ln V. `should_stop()` is asked between
-    the batches (Stopped): on a model near TRAINING_LIMIT they take seconds."""
+    the batches (Stopped): on a model near TRAINING_LIMIT they take seconds. `model`: the session's, untrained
+    (step 0); scored too where its weights are not the fresh model's (model_loss)."""
     from .train import EvaluationStopped
 
     fresh = _fresh(model_config, trainer.config, trainer.device)
-    try:
-        loss, _ = trainer.evaluate(model=fresh, should_stop=should_stop)
-    except EvaluationStopped:
-        raise Stopped from None
     x, y = trainer.data.get_batch("val", trainer.config.batch_size, model_config.max_seq_len,
                                   torch.Generator().manual_seed(trainer.config.seed + 1))
-    x = x.to(trainer.device)
-    with listening(fresh):
-        logits, _ = fresh(x)
-    logits = logits.float()
+    x, y = x.to(trainer.device), y.to(trainer.device)
+
+    def scored(scoring) -> tuple[float, torch.Tensor, float]:  # val loss, logits on (x, y), the reference
+        try:
+            loss, _ = trainer.evaluate(model=scoring, should_stop=should_stop)
+        except EvaluationStopped:
+            raise Stopped from None
+        with listening(scoring):
+            logits, _ = scoring(x)
+        logits = logits.float()
+        return loss, logits, expected_initial_loss(model_config, logits, x, y)
+
+    loss, logits, expected = scored(fresh)
     own = torch.softmax(logits, dim=-1).gather(-1, x[..., None])  # p(next = the token read)
     uniform = math.log(model_config.vocab_size)
-    expected = expected_initial_loss(model_config, logits, x, y.to(trainer.device))
-    return InitCheck(loss, uniform, float(logits.std()), abs(loss - expected) <= INIT_TOLERANCE * uniform,
-                     float((logits.argmax(dim=-1) == x).float().mean()), float(own.mean()), expected)
+    check = InitCheck(loss, uniform, float(logits.std()), abs(loss - expected) <= INIT_TOLERANCE * uniform,
+                      float((logits.argmax(dim=-1) == x).float().mean()), float(own.mean()), expected,
+                      fresh_weight_std=weight_std(fresh))
+    if model is not None and not _same_weights(model, fresh):
+        model_loss, model_logits, model_expected = scored(model)
+        if model_expected - model_loss <= INIT_TOLERANCE * uniform:  # far under it: it learned, elsewhere
+            check.model_loss, check.model_logit_std, check.model_expected = model_loss, float(model_logits.std()), \
+                model_expected
+            check.model_weight_std = weight_std(model)
+            check.model_passed = model_loss - model_expected <= INIT_TOLERANCE * uniform
+            check.passed = check.passed and check.model_passed
+    return check
+
+
+def weight_std(model) -> float:
+    """The std of a model's weight matrices, pooled: every parameter of 2 or more dimensions (embeddings, linear
+    layers), what an initialisation draws at random; not the norms' gains and the biases it sets to 1 and 0."""
+    weights = [p.detach().float().flatten() for p in model.parameters() if p.dim() >= 2]
+    return float(torch.cat(weights).std()) if weights else math.nan
+
+
+def _same_weights(model, other) -> bool:
+    """Whether two models hold the same parameters, exactly: the session's model is the fresh one, drawn again."""
+    ours, theirs = dict(model.named_parameters()), dict(other.named_parameters())
+    return ours.keys() == theirs.keys() and all(
+        ours[name].shape == theirs[name].shape and torch.equal(ours[name].detach(), theirs[name].detach().to(
+            ours[name].device)) for name in ours)
 
 
 def expected_initial_loss(model_config, logits: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> float:
@@ -396,8 +458,9 @@ class Stopped(Exception):
 
 
 def blind_check(model_config, train_config, data, steps, device, unigram, on_step=None, should_stop=None,
-                threads=None) -> BlindCheck:
-    """The same fresh model trained twice on the same batches: on the real inputs, and on inputs all 0."""
+                threads=None, unigram_scored: bool = False) -> BlindCheck:
+    """The same fresh model trained twice on the same batches: on the real inputs, and on inputs all 0. `unigram`:
+    the unigram counter's val loss (`unigram_scored`: of the targets the loss scores alone)."""
     runs = []
     for reading in (data, _ZeroInputs(data)):
         trainer = _train(model_config, train_config, reading, steps, device, on_step, should_stop, threads)
@@ -407,9 +470,43 @@ def blind_check(model_config, train_config, data, steps, device, unigram, on_ste
     real, blind = runs
     learnable = not getattr(data, "nothing_to_learn", False)
     real_loss, blind_loss = real.history[-1]["val_loss"], blind.history[-1]["val_loss"]
+    moved = math.log(data.tokenizer.vocab_size) - min(real_loss, blind_loss)  # from ln V, where both began
+    room = math.log(data.tokenizer.vocab_size) - unigram  # where counting alone gets to
+    still = room > 0 and moved < BLIND_STILL * room
     return BlindCheck(steps, real_loss, blind_loss, unigram, real.history[0]["train_loss"],
                       data.tokenizer.itos[0], learnable,
-                      blind_loss - real_loss >= BLIND_MARGIN if learnable else None)
+                      blind_loss - real_loss >= BLIND_MARGIN and not still if learnable else None,
+                      reads_input=_reads_input(model_config, train_config, data, device),
+                      unigram_scored=unigram_scored, still=still)
+
+
+def _reads_input(model_config, train_config, data, device) -> bool:
+    """Whether a fresh model's logits of a val row read the stream at any position: one backward pass. Not at
+    d_model=1, where every norm outputs its bias alone, so that no training, however long, could learn anything
+    from the input. The fresh model, not the trained one: there rounding leaves gradients of 1e-6 where the maths
+    has none."""
+    model = _fresh(model_config, train_config, device)
+    x, _ = data.get_batch("val", 1, model_config.max_seq_len, torch.Generator().manual_seed(0))
+    r = _direction(model, 0)
+    return bool((_stream_gradient(model, x.to(device), lambda z: (z @ r).sum()) != 0).any())
+
+
+def scored_unigram(data, max_seq_len: int) -> float | None:
+    """The unigram counter of the targets the loss scores, on val; None where it scores every token (a text, random
+    tokens), whose counter :ngram gives. A task's loss counts the answers alone, while :ngram counts the whole rows,
+    questions and '=' included: on sort the answer digits are uniform (ln 10 = 2.303), its unigram 2.383."""
+    from .ngram import NgramModel, split_tokens
+
+    if getattr(data, "splits", None) is not None:
+        return None
+    targets = {}
+    for split in ("train", "val"):
+        tokens, counted = split_tokens(data, split, max_seq_len)
+        if counted is None or bool(counted.all()):
+            return None
+        targets[split] = tokens[:, 1:][counted][None]  # one row: a unigram reads no context
+    counter = NgramModel(targets["train"], data.tokenizer.vocab_size, 1)
+    return float(-counter.by_order(targets["val"], 1)[0].log().mean())
 
 
 def overfit_check(model_config, train_config, data, steps, device, rows=OVERFIT_ROWS, on_step=None,
@@ -470,12 +567,12 @@ def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
                row: torch.Tensor | None = None, on_pass: Callable[[int, int], None] | None = None) -> Checks:
     """Run the checks named in `which` (in CHECKS's order) for the session's `model` and its `trainer`.
 
-    `steps`: the blind check's runs and the overfit run. `unigram()`: the unigram counter's val loss, asked
-    only for the blind check. `on_check(name)` hears each
-    check start; `on_step(info)` every step of the training checks, `on_pass(done, positions)` every backward
-    pass of the causal check; `should_stop()` is asked before each check, between training steps and between the
-    causal check's passes (a stop ends the checks there: `stopped` names the one it ended). `row`: a window of val
-    text to read in the causal check (default: the first row of a val batch from seed 0). Nothing of the session
+    `steps`: the blind check's runs and the overfit run. `unigram()`: the unigram counter's val loss (:ngram's),
+    asked only for the blind check on data whose loss scores every token. `on_check(name)` hears each check start;
+    `on_step(info)` every step of the training checks, `on_pass(done, positions)` every backward pass of the causal
+    check; `should_stop()` is asked before each check, between training steps and between the causal check's passes
+    (a stop ends the checks there: `stopped` names the one it ended). `row`: a window of val text to read in the
+    causal check (default: the first row of a val batch from seed 0). Nothing of the session
     changes: fresh models train on their own trainers, and the torch random state is put back afterwards."""
     done = Checks()
     device = trainer.device
@@ -514,15 +611,18 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
     if name == "gradient" and n_params > CHECK_LIMIT:
         return Skipped(name, f"it needs a float64 copy of the {n_params:,} parameters, and makes one only for a "
                              f"model of up to {CHECK_LIMIT:,}")
-    if name == "batch":
-        return batch_check(data, ROWS, model_config.max_seq_len)
+    if name == "batch":  # the first few rows of a batch of the session's size (all of them where it is smaller)
+        batch_size = train_config.batch_size
+        return batch_check(data, min(ROWS, batch_size), model_config.max_seq_len, batch_size)
     if name == "init":
         splits = getattr(data, "splits", None)  # a text: its validation split is all there is to score
         if splits is not None and len(splits["val"]) - 1 < INIT_FEWEST:
             return Skipped(name, f"the validation text holds {count(len(splits['val']) - 1, 'next token')} to score, "
                                  f"too few for their mean to say how near ln V a fresh model starts (it takes "
                                  f"{INIT_FEWEST}); a longer text checks it")
-        return init_check(model_config, trainer, should_stop)
+        # an untrained session model is scored too where it is not a fresh one: a loaded std-1 model passed on the
+        # fresh model's 4.620 while its own loss was 28.4; one that trained has left its start behind
+        return init_check(model_config, trainer, should_stop, model=model if trainer.step == 0 else None)
     if name == "rows":
         return rows_check(model, x)
     if name == "causal":  # where rows were seen to mix, one position per pass (the copies would mix too)
@@ -541,9 +641,11 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
         return check
     if name == "gradient":
         return gradient_agreement(model, x[:1], y[:1])
-    if name == "blind":
-        return blind_check(model_config, train_config, data, steps, device,
-                           unigram() if unigram is not None else float("nan"), on_step, should_stop, trainer.threads)
+    if name == "blind":  # the yardstick counts what the loss scores: a task's answers, not :ngram's whole rows
+        scored = scored_unigram(data, model_config.max_seq_len)
+        counter = scored if scored is not None else unigram() if unigram is not None else float("nan")
+        return blind_check(model_config, train_config, data, steps, device, counter, on_step, should_stop,
+                           trainer.threads, unigram_scored=scored is not None)
     if name == "overfit":
         return overfit_check(model_config, train_config, data, steps, device, on_step=on_step,
                              should_stop=should_stop, threads=trainer.threads)
