@@ -164,3 +164,17 @@ def test_a_page_to_write_in_a_folder_typed_with_shell_escapes_is_written_there(t
     # was: kept as typed, and :report said "the folder .../sp\ ace does not exist; create it first"
     assert shell_unescaped(typed) == str(tmp_path / "sp ace" / "my page.html")
     assert shell_unescaped(str(tmp_path / "no\\ such" / "p.html")) == str(tmp_path / "no\\ such" / "p.html")
+
+
+def test_the_causal_checks_map_says_its_columns_are_headed_by_position_digits():
+    import dataclasses
+
+    from test_render import plain
+
+    result = run(tiny_session(), ":checks causal")
+    n = len(result.causal.tokens)
+    byte_tokens = dataclasses.replace(result.causal, tokens=[f"\\x{0x80 + i:02x}" for i in range(n)])
+    said = plain(dataclasses.replace(result, causal=byte_tokens), 120)
+    # a line of digits over a BPE's byte tokens, said as :attn says it (the map went unexplained)
+    assert "each column is headed by its position's last digit" in said, said
+    assert "headed by" not in plain(result, 120)

@@ -22,7 +22,7 @@ from ..core.words import count
 from ..palette import visible
 from ..registry import Param, clip
 from ..render import fmt
-from ..render.heatmap import heatmap, legend, unscaled
+from ..render.heatmap import heads_note, heatmap, legend, unscaled
 from ..render.renderers import render
 from ..render.words import Words, note, say
 from ..reporter import Reporter
@@ -453,6 +453,8 @@ def render_checks(result: ChecksResult, console: Console) -> None:
                      f"{'; not the batch row above' if result.batch is not None else ''})", "bold")
         as_text = unscaled(console)
         console.print(heatmap(causal.tokens, causal.map, 1.0, 1, as_text, future=bool(causal.later_read)))
+        if (heads := heads_note(causal.tokens)) is not None:  # position digits over a BPE's pieces, as :attn says
+            note(console, heads)
         console.print(legend(1.0, as_text, "share of the row's largest", console.width))
         # a window of 1 has no diagonal to be blank above; a map blank everywhere shows no mask at work
         if causal.later_pairs and not causal.reads_nothing:
