@@ -34,7 +34,7 @@ from .commands import REGISTRY
 from .commands.settings import rebuilding_keys, setting_help
 from .core import distributed  # a light import: it loads torch only when asked to do something
 from .core.catalog import spec_forms
-from .core.errors import UsageError, UserError
+from .core.errors import Interrupted, UsageError, UserError
 from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
@@ -1035,10 +1035,15 @@ def _one_line(option: str, debug: bool):
     except UserError as e:
         distributed.before_error()  # under torchrun, every process met it: the machine's first says it
         error(_stderr(), f"{option}: {phrase(e, 'shell')}")
-        raise typer.Exit(2 if isinstance(e, UsageError) else 1)
+        # a Ctrl-C the load said in its words ("load of NAME interrupted; nothing changed") is a stop: 130, not 1
+        raise typer.Exit(startup.STATUS if isinstance(e, Interrupted) else 2 if isinstance(e, UsageError) else 1)
     except typer.Exit:
         raise
     except Exception as e:
+        # a Ctrl-C during torch's first import cuts a module in half, and the import that follows fails ("cannot
+        # load module more than once per process" of numpy's, as an internal error): the stop is what happened
+        if startup.interrupted() and not debug:
+            raise typer.Exit(startup.STATUS) from None
         if debug:
             raise
         internal_error(_stderr(), e)

@@ -36,7 +36,7 @@ from rich.text import Text
 
 from .commands import REGISTRY
 from .core import distributed
-from .core.errors import UsageError, UserError, is_out_of_memory
+from .core.errors import Interrupted, UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
@@ -328,6 +328,7 @@ class FrontDoor:
         except UserError as e:
             self._close(reporter)
             self.usage_error = isinstance(e, UsageError)  # an unknown option: the one-shot shell ends with 2
+            self.interrupted = isinstance(e, Interrupted)  # a Ctrl-C the command said in its own words: a stop
             if self.front.quiet:  # a process other than torchrun's first: the error of a file or a device (a data
                 distributed.before_error()  # file not there, a folder not writable) is every process's alike
             self._error(phrase(e, self.front.syntax, command.name, self.front.typed) + meant)

@@ -178,3 +178,72 @@ def test_the_causal_checks_map_says_its_columns_are_headed_by_position_digits():
     # a line of digits over a BPE's byte tokens, said as :attn says it (the map went unexplained)
     assert "each column is headed by its position's last digit" in said, said
     assert "headed by" not in plain(result, 120)
+
+
+# --- a Ctrl-C that :save or :load words itself is a stop, not a failure ---------------------------------------------
+def test_piped_input_ends_at_a_save_ctrl_c_stopped_with_130(checkpoint_dir, monkeypatch):
+    import io
+    import os
+    import signal
+
+    from rich.console import Console
+
+    from minitf_repl import repl
+    from minitf_repl.core import checkpoint as ckpt
+
+    s = tiny_session()
+    run(s, ":train steps=2")
+    real_write = ckpt.store.write_file
+
+    def ctrl_c_then_write(path, data):
+        os.kill(os.getpid(), signal.SIGINT)
+        real_write(path, data)
+
+    monkeypatch.setattr(ckpt.store, "write_file", ctrl_c_then_write)
+    monkeypatch.setattr(ckpt.store, "write_or_link", lambda path, data, source: ctrl_c_then_write(path, data))
+    out, err = (Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True) for _ in range(2))
+    code = repl.run_lines([":save keep", ":config"], s, out, err)
+    # was: "error: line 1: save interrupted; ...", then :config ran, and the status was 1
+    assert "save interrupted; no checkpoint keep was written" in err.file.getvalue()
+    assert code == 130 and "d_model" not in out.file.getvalue(), (code, out.file.getvalue())
+
+
+def test_a_rebuild_ctrl_c_stopped_names_the_model_it_kept_first(checkpoint_dir, monkeypatch):
+    from minitf_repl.core.errors import Interrupted
+
+    s = tiny_session()
+    run(s, ":train steps=3")
+    real = s.set_model_config
+
+    def ctrl_c(config):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(s, "set_model_config", ctrl_c)
+    try:
+        run(s, ":set n_layers=2")
+    except Interrupted as e:
+        words = str(e)
+    else:
+        raise AssertionError("no stop")
+    monkeypatch.setattr(s, "set_model_config", real)
+    kept = [p.name for p in checkpoint_dir.iterdir() if p.name.startswith("kept-")]
+    # was: a bare "interrupted: :set stopped before it finished", and a kept-... in :ls that no line named
+    assert kept and f"kept as {kept[0]} first (:load {kept[0]} brings it back)" in words, words
+    assert s.model_config.n_layers == 1 and s.trainer.step == 3
+
+
+def test_a_one_shot_load_ctrl_c_stopped_exits_130(checkpoint_dir, monkeypatch):
+    from test_cli import invoke
+
+    from minitf_repl.core import checkpoint as ckpt
+
+    s = tiny_session()
+    run(s, ":train steps=2")
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "load_checkpoint", ctrl_c)
+    result = invoke("--load", "autosave", "config")
+    assert result.exit_code == 130 and "load of autosave interrupted; nothing changed" in result.stderr, (
+        result.exit_code, result.stderr)  # was: exit 1, as a failure

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from ..core import distributed
 from ..core.config import ModelConfig
-from ..core.errors import CheckpointError, UsageError, UserError
+from ..core.errors import CheckpointError, Interrupted, UsageError, UserError
 from ..core.words import count, quoted_end
 from ..registry import Param, clip
 from ..render import fmt
@@ -294,9 +294,9 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
                                 "this takes a while; Ctrl-C stops it and changes nothing")
             model, trainer = ckpt.restore(checkpoint, data, device)
     except KeyboardInterrupt:
-        raise UserError(f"load of {name} interrupted; nothing changed") from None
+        raise Interrupted(f"load of {name} interrupted; nothing changed") from None
     if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
-        raise UserError(f"load of {name} interrupted; nothing changed")
+        raise Interrupted(f"load of {name} interrupted; nothing changed")
     kept_step, kept_why, kept = session.unsaved_step, _no_longer_in(session), _keep_unsaved(session, reporter)
     before, model_before = session.train_config, session.model_config
     off = [str(a) for a in session.ablations]  # hooks on the model the load replaces, said as :set and :data say it
@@ -520,7 +520,7 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
     model = model.to(session.device)
     trainer = Trainer(model, data, session.train_config, session.device)
     if reporter.should_stop():
-        raise UserError(f"load of {spec} interrupted; nothing changed")
+        raise Interrupted(f"load of {spec} interrupted; nothing changed")
     kept_step, kept_why, kept = session.unsaved_step, _no_longer_in(session), _keep_unsaved(session, reporter)
     model_before = session.model_config
     off, quantized = [str(a) for a in session.ablations], session.sampling_copy  # of the model that goes

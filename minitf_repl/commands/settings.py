@@ -20,7 +20,7 @@ from rich.text import Text
 from ..core.bpe import tokenizer_setting
 from ..core.catalog import TASKS, spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
-from ..core.errors import ConfigError, UserError
+from ..core.errors import ConfigError, Interrupted, UserError
 from ..core.recipes import follow_optimizer, recipe, recipe_label
 from ..core.sizes import check_trainable, check_weights_free
 from ..core.threads import oversubscribed
@@ -484,7 +484,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     except KeyboardInterrupt:  # a Ctrl-C cut the build short (Session._new_model): the settings stay as they were
         session.set_train_config(current[TrainConfig])
         session.set_shell_config(shell_before)
-        raise
+        if kept is None:
+            raise
+        # the model kept before the build stays kept (it loses nothing), and is said: a kept-... appeared in :ls
+        # with no line naming it
+        raise Interrupted(f"{named('set')} stopped before it finished: the model and settings are as they were; "
+                          f"its trained model was kept as {kept} first ({restore(kept)} brings it back)") from None
     for line in lost if rebuilt else []:
         reporter.notice(line)
     if rebuilt and off:

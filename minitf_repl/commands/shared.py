@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import distributed
-from ..core.errors import CheckpointError, ConfigError, DataError, UserError
+from ..core.errors import CheckpointError, ConfigError, DataError, Interrupted, UserError
 from ..core.sizes import check_trainable, check_weights_free
 from ..core.words import count
 from ..session import AUTOSAVE_NAME, Session
@@ -135,11 +135,11 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         now = manifest_bytes(manifest.parent)
         if outcome["meta_sha256"] is None or _meta_of(now) != outcome["meta_sha256"]:
             if now is not None and now != before:
-                raise UserError(f"save interrupted; this model was not saved, and {name} holds a checkpoint another "
+                raise Interrupted(f"save interrupted; this model was not saved, and {name} holds a checkpoint another "
                                 "session saved meanwhile") from None
             if before is None:
-                raise UserError(f"save interrupted; no checkpoint {name} was written") from None
-            raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
+                raise Interrupted(f"save interrupted; no checkpoint {name} was written") from None
+            raise Interrupted(f"save interrupted; the previous checkpoint {name} is unchanged") from None
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
     # which save this is (its manifest's checksum, as written): another session may save over the name later, and
     # then the checkpoint no longer holds this model (Session.unsaved_step). It was read back from NAME, under no

@@ -18,6 +18,12 @@ class UserError(ValueError):
         self.fix = dict(fix or {})  # {setting: value that would work}
 
 
+class Interrupted(UserError):
+    """A Ctrl-C that stopped a command, said in the command's own words (what it kept, what did not change): a stop, not
+    a failure, so piped input ends there and the shell exits 130, as after any Ctrl-C (`:load` and `:save` said theirs
+    as a plain error: the next piped line ran, and the status was 1)."""
+
+
 class UsageError(UserError):
     """A command line that names what does not exist (an unknown option or key): from the shell it ends with status 2,
     as a command line Click itself refuses does (`--stepz 5` gave 2 and `stepz=5` gave 1, for the same mistake)."""
