@@ -247,3 +247,57 @@ def test_a_one_shot_load_ctrl_c_stopped_exits_130(checkpoint_dir, monkeypatch):
     result = invoke("--load", "autosave", "config")
     assert result.exit_code == 130 and "load of autosave interrupted; nothing changed" in result.stderr, (
         result.exit_code, result.stderr)  # was: exit 1, as a failure
+
+
+# --- the extremes of the settings -------------------------------------------------------------------------------------
+def test_n_layers_has_a_ceiling_said_before_anything_is_built():
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session()
+    try:
+        run(s, ":set n_layers=20000")  # was: taken, 37 s and 1.7 GB to build, and :params ran for minutes
+    except UserError as e:
+        assert "n_layers" in str(e) and "1024" in str(e), str(e)
+    else:
+        raise AssertionError("20,000 blocks were taken")
+
+
+def test_params_component_rows_still_add_up_at_300_blocks_counted_in_one_pass():
+    from minitf_repl import MiniTransformerLM, ModelConfig
+    from minitf_repl.core.ledger import _component_rows
+
+    model = MiniTransformerLM(ModelConfig(vocab_size=5, d_model=2, n_heads=1, d_ff=1, max_seq_len=2, n_layers=300))
+    rows = _component_rows(model)
+    assert sum(r.params for r in rows) == sum(p.numel() for p in model.parameters())
+    assert len([r for r in rows if r.block == 299]) >= 3
+
+
+def test_qk_norm_on_heads_one_wide_under_layernorm_is_said_to_make_attention_uniform():
+    from test_commands import Recorder
+
+    hooks = Recorder()
+    run(tiny_session(), ":set d_model=4 n_heads=4 qk_norm=on", hooks)
+    said = " ".join(hooks.notices)
+    assert "every attention pattern is uniform" in said and ":set qk_norm=off" in said, said  # was: nothing said
+
+
+def test_a_setting_shown_changed_keeps_the_digits_that_tell_it_from_a_refused_value():
+    from minitf_repl.render import fmt
+
+    assert fmt.value(1.0000001) == "1.0000001" and fmt.value(0.01) == "0.01"  # was "1", the value :set refuses
+
+
+def test_swiglus_hidden_width_is_said_with_its_floor_of_1():
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":set d_model=12 n_heads=4 activation=swiglu d_ff=1")
+    said = plain(run(s, ":shapes"), 200)
+    assert "max(1, int(2 * d_ff / 3))" in said, said  # int(2/3) = 0, where the width is 1
+
+
+def test_params_does_not_say_the_fast_path_keeps_only_a_tenth_less_at_long_windows():
+    from test_render import plain
+
+    said = plain(run(tiny_session(), ":params"), 200)
+    assert "keeps no (T, T) attention maps" in said and "far less at long ones" in said, said

@@ -541,6 +541,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         reporter.notice("d_model=1 with norm=layernorm: the mean of one feature is the feature, so every norm outputs "
                         "its bias alone whatever it reads, and the model cannot tell one input from another; "
                         f"{cmd('set', d_model=2)} or more lets it read")
+    head_dim = model.d_model // model.n_heads
+    if model.qk_norm and head_dim == 1 and model.norm == "layernorm" and \
+            {"d_model", "n_heads", "norm", "qk_norm", "preset"} & set(changed):  # as d_model=1 is said, above
+        reporter.notice(f"qk_norm=on with heads 1 wide and norm=layernorm: the norm of one feature is its bias alone, so "
+                        f"every q and k is the same and every attention pattern is uniform, whatever is trained; "
+                        f"{cmd('set', n_heads=max(1, model.d_model // 2))} (heads 2 wide) or "
+                        f"{cmd('set', qk_norm='off')} lets attention choose")
     unread = model.unread()  # rope_base without rope: typed, taken, and nothing reads it yet
     for because in dict.fromkeys(unread.values()):
         keys = [k for k in given if unread.get(k) == because]

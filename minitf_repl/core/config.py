@@ -329,11 +329,11 @@ class ModelConfig(Settings):
     d_model: int = setting(128, "width of the residual stream", low=1, aliases=("n_embd",), meant_by=("width",))
     n_heads: int = setting(4, "attention heads (must divide d_model)", low=1, aliases=("n_head",),
                            meant_by=("heads",))
-    n_layers: int = setting(4, "Transformer blocks", low=1, aliases=("n_layer",), meant_by=("layers",))
+    n_layers: int = setting(4, "Transformer blocks", low=1, high=1024, aliases=("n_layer",), meant_by=("layers",))
     # With swiglu the hidden width is ffn_hidden(config) = int(2 * d_ff / 3): three matrices instead
     # of two, so the parameter count stays about the same as the two-matrix FFN of width d_ff.
     d_ff: int = setting(512, "hidden width of the feed-forward network, usually 4 * d_model "
-                        "(swiglu uses int(2 * d_ff / 3))", low=1)
+                        "(swiglu uses max(1, int(2 * d_ff / 3)))", low=1)
     dropout: float = setting(0.0, "dropout probability", low=0.0, high=1.0, high_open=True, in_place=True)
     activation: str = setting("gelu", "feed-forward activation: gelu, relu, gelu_tanh (GPT-2), relu2 (ReLU squared) "
                               "or swiglu (gated, three matrices)", choices=ACTIVATIONS)

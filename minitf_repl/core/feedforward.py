@@ -104,12 +104,12 @@ class SwiGLU(nn.Module):
 
     def symbols(self) -> dict[str, tuple[int, str | None]]:
         # d_hid, not d_h: most texts write d_h for a head's width, d_k here
-        return {"d_hid": (self.gate_proj.out_features, "SwiGLU hidden, int(2 * d_ff / 3)")}
+        return {"d_hid": (self.gate_proj.out_features, "SwiGLU hidden, max(1, int(2 * d_ff / 3))")}
 
     def steps(self) -> dict[str, Step]:
         hidden, model = ("B", "T", "d_hid"), ("B", "T", "d")
         gate, up, out = self._terms()
-        width = f"(hidden {self.down_proj.in_features} = int(2 * d_ff / 3))"
+        width = f"(hidden {self.down_proj.in_features} = max(1, int(2 * d_ff / 3)))"
         return {
             "gate_proj": Step(gate, hidden, model),
             "up_proj": Step(up.strip("()"), hidden, model),

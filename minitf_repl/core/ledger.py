@@ -99,11 +99,19 @@ def _component_rows(model: nn.Module) -> list[ParamRow]:
                 components += [(f"{name}.{i}.{sub}", m, i) for sub, m in block.named_children()]
         else:
             components.append((name, child, None))
+    # each parameter summed into its component in one pass: a sum over every parameter for every component grew as
+    # n_layers squared (2,000 blocks of d_model=2 took 73 s, 20,000 more than 7 minutes)
+    lists = {name for name, child in model.named_children() if isinstance(child, nn.ModuleList)}
+    owned: dict[str, int] = {}
+    for p, n in counts.items():
+        parts = p.split(".")
+        key = ".".join(parts[:3]) if parts[0] in lists else parts[0]
+        owned[key] = owned.get(key, 0) + n
     rows = []
     for path, module, block in components:
         if _is_plumbing(module):
             continue
-        params = sum(n for p, n in counts.items() if p == path or p.startswith(path + "."))
+        params = owned.get(path, 0)
         partner = tied.get(path)
         rows.append(ParamRow(path, type(module).__name__, params, _component_of(partner, components), block))
     return rows

@@ -87,8 +87,8 @@ def value(v) -> str:
         return "none"
     if isinstance(v, bool):
         return "on" if v else "off"
-    if isinstance(v, float):
-        return f"{v:g}"
+    if isinstance(v, float):  # 6 digits, unless they read as another value: rope_base=1.0000001 read "1", the
+        return f"{v:g}" if float(f"{v:g}") == v else repr(v)  # value :set refuses (repr: the shortest that reads back)
     return str(v)
 
 
