@@ -817,7 +817,7 @@ ERRORS = [
     (":set d_model=31", ConfigError, "divisible"),
     (":set d_model=64 lr=-1", ConfigError, "lr must be positive"),
     (":set n_layers=2 temperature=-1", UserError, "temperature"),
-    (":set n_layers=0", ConfigError, "n_layers must be a positive whole number"),
+    (":set n_layers=0", ConfigError, "n_layers must be in [1, 1024], got 0"),
     (":set max_seq_len=4", DataError, "needs max_seq_len >= 8"),
     (":set d_model=100000", UserError, "parameters"),
     (":set batch_size=4096 max_seq_len=16384", UserError, "GiB"),

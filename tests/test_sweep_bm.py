@@ -301,3 +301,23 @@ def test_params_does_not_say_the_fast_path_keeps_only_a_tenth_less_at_long_windo
 
     said = plain(run(tiny_session(), ":params"), 200)
     assert "keeps no (T, T) attention maps" in said and "far less at long ones" in said, said
+
+
+def test_set_says_a_decay_that_diverges_before_any_run():
+    from test_commands import Recorder
+
+    hooks = Recorder()
+    run(tiny_session(), ":set weight_decay=1e30", hooks)
+    said = " ".join(hooks.notices)
+    assert "lr x weight_decay = 1e+28" in said and ":set weight_decay=0.01" in said, said  # was: taken silently
+    quiet = Recorder()
+    run(tiny_session(), ":set weight_decay=0.1", quiet)
+    assert not any("weight_decay" in n for n in quiet.notices)
+
+
+def test_the_tokenizer_setting_says_the_sizes_it_takes():
+    from minitf_repl.core.config import DataConfig, ModelConfig, TrainConfig
+
+    spec = next(c.spec("tokenizer") for c in (ModelConfig, TrainConfig, DataConfig)
+                if "tokenizer" in c.__dataclass_fields__)
+    assert "N from 257 to 65,536" in spec.help

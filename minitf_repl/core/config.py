@@ -609,7 +609,8 @@ class DataConfig(Settings):
     # The value shown is the tokenizer in use: bpe:N with N its actual size (a small text may give fewer
     # merges than asked for), so a loaded GPT-2 reads as bpe:50257.
     tokenizer: str = setting("char", "how text is read: char (a token per character) or bpe:N (a byte-level BPE of "
-                             "N tokens trained on the data's training text; the model is rebuilt for its vocabulary)",
+                             "N tokens, N from 257 to 65,536, trained on the data's training text; the model is "
+                             "rebuilt for its vocabulary)",
                              suggestions=("char", "bpe:512", "bpe:1024", "bpe:4096"))
 
     def check_together(self) -> None:
