@@ -88,7 +88,7 @@ print(json.dumps(results))
 """
 
 CLAIMS = {
-    "20000-layers": (dict(n_layers=20_000), r"describes [\d,]+ parameters \([\d,]+ bytes of weights\) but its model "
+    "1000-layers": (dict(n_layers=1_000), r"describes [\d,]+ parameters \([\d,]+ bytes of weights\) but its model "
                                             r"file holds [\d,]+ bytes; this checkpoint is inconsistent"),
     "100000-positions": (dict(max_seq_len=100_000, pos_encoding="rope"),
                          r"it asks for more than this lab builds \(max_seq_len=100,000 is too large: at most"),

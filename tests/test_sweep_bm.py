@@ -300,7 +300,7 @@ def test_params_does_not_say_the_fast_path_keeps_only_a_tenth_less_at_long_windo
     from test_render import plain
 
     said = plain(run(tiny_session(), ":params"), 200)
-    assert "keeps no (T, T) attention maps" in said and "far less at long ones" in said, said
+    assert "fast path keeps no (T, T) maps" in said and "far less at long T" in said, said
 
 
 def test_set_says_a_decay_that_diverges_before_any_run():

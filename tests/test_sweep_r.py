@@ -49,8 +49,8 @@ def test_a_curve_drawn_over_at_every_point_is_named_in_the_legend_as_under_the_o
     grid = shown.split("└")[0]
     assert "●" not in grid  # every point of band 0 is in a cell a later band's glyph took
     legend = " ".join(shown.split("└")[1].split())
-    assert "● positions 0 (under" in legend and "▲ positions 1 (under" not in legend
-    assert "positions 2-3 (under" not in legend and "positions 4-7 (under" not in legend
+    assert "● positions 0 (hidden under" in legend and "▲ positions 1 (hidden under" not in legend
+    assert "positions 2-3 (hidden under" not in legend and "positions 4-7 (hidden under" not in legend
 
 
 # --- :plot of a watched view from the shell ------------------------------------------------------------

@@ -347,7 +347,7 @@ def legend_glyphs(shown: str) -> list[str]:
     import re
 
     # not the glyphs a curve, or some of its points, are under
-    legend = re.sub(r"\((\d+ of \d+ points )?under [^)]*\)", "", shown.split("└")[1]).splitlines()[2:]
+    legend = re.sub(r"\((\d+ of \d+ points )?hidden under [^)]*\)", "", shown.split("└")[1]).splitlines()[2:]
     return [word for line in legend for word in line.split() if len(word) == 1 and not word.isalnum()]
 
 

@@ -475,9 +475,8 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
     # model at batch 16: the fast path keeps 34.3 MiB, under bfloat16 autocast 25.8 MiB, against 37.9.
     add(("activations", fmt.size(ledger["activation_bytes"]),
          # the fast path keeps no (T, T) map: "about a tenth less" of a 16,384 window read 16.2 GiB where it kept 1.6
-         f"kept for backward at batch {B} x {T} by the readable forward in float32 (the fast path training runs "
-         f"keeps no (T, T) attention maps: about a tenth less at a window of 64, far less at long ones; under "
-         f"bfloat16 autocast a third less again)"))
+         f"kept for backward at batch {B} x {T} by the readable forward in float32 (training's fast path keeps no "
+         f"(T, T) maps: a tenth less at T=64, far less at long T; bfloat16 a third less)"))
     add(("training total", fmt.size(ledger["total_bytes"]), "the four above"))
     if kv:
         saving = (f"; {count(kv['n_heads'], 'head')} would need {fmt.size(kv['mha_bytes_per_token'])} "

@@ -541,8 +541,10 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         reporter.notice("d_model=1 with norm=layernorm: the mean of one feature is the feature, so every norm outputs "
                         "its bias alone whatever it reads, and the model cannot tell one input from another; "
                         f"{cmd('set', d_model=2)} or more lets it read")
-    decay = train.lr * train.weight_decay  # said now, not after a run that diverges at its first steps
-    if decay >= 1 and {"lr", "weight_decay", "optimizer"} & set(changed):
+    # said now, not after a run that diverges at its first steps; of a decay set here (an lr of 1e9 is the rate's own
+    # problem, which the divergence names, and the default decay offered for it was the one in force)
+    decay = train.lr * train.weight_decay
+    if decay >= 1 and "weight_decay" in changed:
         default = TrainConfig.spec("weight_decay").default
         reporter.notice(f"lr x weight_decay = {decay:g}: each step multiplies the matrices by 1 - {decay:g}, which must "
                         f"stay above 0, so training diverges; {cmd('set', weight_decay=default)} (the default) or a "
