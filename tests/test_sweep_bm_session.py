@@ -28,28 +28,30 @@ def test_a_run_stopped_before_its_first_step_keeps_the_int8_copy_unsaid():
     assert s.sampling_copy and not any("int8 copy" in n for n in heard.notices), heard.notices
 
 
-def test_load_says_the_int8_copy_went_and_that_the_loaded_model_can_be_quantized_now(checkpoint_dir):
+def notices_of_a_load_after(line: str):
+    """A model trained 3 steps and saved as m, then `line` (a switch on the model), then `:load m`: the session, and
+    what the load said."""
     s = tiny_session()
     run(s, ":train steps=3")
     run(s, ":save m")
-    run(s, ":quantize int8")
+    run(s, line)
     heard = Recorder()
     run(s, ":load m", heard)
+    return s, heard.notices
+
+
+def test_load_says_the_int8_copy_went_and_that_the_loaded_model_can_be_quantized_now(checkpoint_dir):
+    s, notices = notices_of_a_load_after(":quantize int8")
     assert not s.sampling_copy
-    line = next((n for n in heard.notices if n.startswith("the int8 copy (:quantize) was of the old model")), None)
-    assert line is not None, heard.notices
+    line = next((n for n in notices if n.startswith("the int8 copy (:quantize) was of the old model")), None)
+    assert line is not None, notices
     # the loaded model has trained (step 3): no "once it has trained"
     assert line.endswith(":gen samples the loaded one; :quantize int8 makes a copy of it"), line
 
 
 def test_load_of_a_trained_model_does_not_say_the_ablations_wait_for_its_training(checkpoint_dir):
-    s = tiny_session()
-    run(s, ":train steps=3")
-    run(s, ":save m")
-    run(s, ":ablate head=0.1")
-    heard = Recorder()
-    run(s, ":load m", heard)
-    line = next(n for n in heard.notices if n.startswith("head 0.1 was switched off in the old model"))
+    _, notices = notices_of_a_load_after(":ablate head=0.1")
+    line = next(n for n in notices if n.startswith("head 0.1 was switched off in the old model"))
     assert "once it has trained" not in line and line.endswith("(:ablate WHAT switches them off in it again)"), line
 
 
