@@ -321,3 +321,14 @@ def test_the_tokenizer_setting_says_the_sizes_it_takes():
     spec = next(c.spec("tokenizer") for c in (ModelConfig, TrainConfig, DataConfig)
                 if "tokenizer" in c.__dataclass_fields__)
     assert "N from 257 to 65,536" in spec.help
+
+
+def test_the_ffn_width_kept_is_said_as_a_plain_multiple_of_d_model():
+    from test_commands import Recorder
+
+    hooks2 = Recorder()
+    s = tiny_session()
+    run(s, ":set d_ff=512")
+    run(s, ":set d_model=4 n_heads=2", hooks2)
+    said = " ".join(hooks2.notices)
+    assert "d_ff stays 512, 128 x d_model" in said and "e+" not in said, said  # was "1.3e+02 x d_model"

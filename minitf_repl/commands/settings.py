@@ -569,7 +569,9 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                         f"{cmd('set', n_experts=4)} or more routes each token to experts_per_token of them")
     if ("d_model" in changed and "d_ff" not in given and "preset" not in given
             and model.d_ff != 4 * model.d_model):  # d_ff is a setting of its own: scaling d_model leaves it
-        reporter.notice(f"d_ff stays {model.d_ff:,}, {model.d_ff / model.d_model:.2g} x d_model, where it is usually "
+        ratio = model.d_ff / model.d_model  # "1.3e+02 x d_model" of 512 at d_model=4: no exponent
+        times = f"{ratio:,.0f}" if ratio >= 10 else f"{ratio:.2g}"
+        reporter.notice(f"d_ff stays {model.d_ff:,}, {times} x d_model, where it is usually "
                         f"4 x (GPT-2's {4 * model.d_model:,} at d_model={model.d_model:,}); "
                         f"{cmd('set', d_ff=4 * model.d_model)} "  # it said "widens" of 512 -> 256 too
                         f"{'widens' if model.d_ff < 4 * model.d_model else 'narrows'} the FFN to that")
