@@ -29,7 +29,7 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import ablation_note, command, data_named, sample_window, switched_off
-from .shared import say_emulated
+from .shared import say_emulated, width_one_reads_nothing
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck
@@ -371,8 +371,7 @@ STILL = 0.01
 def reads_nothing_cause(result: ChecksResult) -> str:
     """Why logits read no input, and the fix: a width of 1, else (mostly) a final norm zeroed."""
     if result.d_model == 1:
-        return (f"The width is 1 (d_model=1): the mean of one feature is the feature, so every norm outputs its bias "
-                f"alone whatever it reads; {cmd('set', d_model=2)} or more lets it read")
+        return f"The width is 1 (d_model=1): {width_one_reads_nothing()}"
     return ("The usual cause is a norm whose gain (and bias) are 0, the final one above all (weights loaded or changed "
             "by hand), which hands the head the same vector whatever comes in; start from weights that were not "
             "changed")

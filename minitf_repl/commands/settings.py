@@ -38,7 +38,7 @@ from ..syntax import (SHELL, cmd, exact_text, given_before, keep_with_load, load
 from .base import REGISTRY, ablation_note, command, complete_data, sampling_notes, switched_off
 from .shared import (ablations_gone, all_warm_up, bpe_trained_elsewhere, checkpoint_folder, file_changed,
                      keep_trained_model, load_checked, quantized_gone, read_with, recipe_line, redraw_untrained,
-                     seed_kept_line, switch_data)
+                     seed_kept_line, switch_data, width_one_reads_nothing)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -538,9 +538,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         if not redraw_untrained(session, train.seed, reporter):
             reporter.notice(seed_kept_line(train.seed))
     if model.d_model == 1 and model.norm == "layernorm" and {"d_model", "norm"} & set(changed):
-        reporter.notice("d_model=1 with norm=layernorm: the mean of one feature is the feature, so every norm outputs "
-                        "its bias alone whatever it reads, and the model cannot tell one input from another; "
-                        f"{cmd('set', d_model=2)} or more lets it read")
+        reporter.notice(f"d_model=1 with norm=layernorm: {width_one_reads_nothing()}")
     # said now, not after a run that diverges at its first steps; of a decay set here (an lr of 1e9 is the rate's own
     # problem, which the divergence names, and the default decay offered for it was the one in force)
     decay = train.lr * train.weight_decay

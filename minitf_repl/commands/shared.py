@@ -198,6 +198,13 @@ def keep_meanwhile(session: Session, e: CheckpointError) -> CheckpointError:
                            f"{kept} saves there from now on")
 
 
+def width_one_reads_nothing() -> str:
+    """Why a model of d_model=1 under LayerNorm reads nothing, and the fix: said by :set when it is set, and by :checks
+    when its logits read no input."""
+    return ("the mean of one feature is the feature, so every norm outputs its bias alone whatever it reads, and the "
+            f"model cannot tell one input from another; {cmd('set', d_model=2)} or more lets it read")
+
+
 def folder_refused(session: Session) -> bool:
     """Whether the session's last save failed because its checkpoint folder, still the one in use, cannot be used
     (full, read-only, not this user's: keep_meanwhile), so that `:save NAME` there fails again."""
