@@ -24,6 +24,7 @@ _EXPORTS = {
     "generate": "minitf_repl.core.generate",
     "trace": "minitf_repl.core.trace",
     "UserError": "minitf_repl.core.errors",
+    "TrainingDiverged": "minitf_repl.core.errors",  # what Trainer.run raises, so a script can catch it by name
 }
 
 __all__ = sorted(_EXPORTS)

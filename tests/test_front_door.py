@@ -240,29 +240,51 @@ def test_no_shell_module_or_view_decides_by_a_module_name_or_kind():
         part_classes = {alias for target, alias in _imports(name, tree) if target in PART_MODULES}
         where = f"{path.relative_to(PACKAGE)}"
 
-        def constants(node):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                return [node.value]
-            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-                return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            return []
-
-        for node in ast.walk(tree):
-            found = []
-            if isinstance(node, ast.Compare):
-                found = [c for part in (node.left, *node.comparators) for c in constants(part)]
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                if node.func.id in ("hasattr", "getattr") and len(node.args) >= 2:
-                    found = constants(node.args[1])
-                elif node.func.id == "isinstance" and len(node.args) == 2:
-                    classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
-                    found = [c.id for c in classes if isinstance(c, ast.Name) and c.id in part_classes]
-                    offenders += [f"{where}:{node.lineno}: isinstance(..., {c})" for c in found]
-                    continue
-            elif isinstance(node, ast.Dict):  # a table keyed by module names (minitf_repl's export table names classes)
-                found = [c for key in node.keys if key is not None for c in constants(key) if c in modules]
-            offenders += [f"{where}:{node.lineno}: {value!r}" for value in found if value in names]
+        offenders += _decisions_by_a_module_name(tree, where, names, modules, part_classes)
     assert not offenders, offenders
+
+
+# str methods that decide by the end or start of a module's path: `path.endswith((".ln_1", ".ln_2"))`
+PATH_TESTS = ("endswith", "startswith")
+
+
+def _decisions_by_a_module_name(tree: ast.AST, where: str, names: set[str], modules: set[str],
+                                part_classes: set[str]) -> list[str]:
+    """`where:line: 'name'` for each decision in `tree` by a module name or kind in `names` (see the test above).
+
+    A name counts bare or with the dots that join it to a path ("ln_1", ".ln_1", "blocks."), alone or in a tuple,
+    in a comparison, a hasattr/getattr, an isinstance with a part's class, a table's key, or a str method that tests
+    a path (PATH_TESTS). A longer path ("k_proj.bias") does not count: no module's name alone decides there."""
+
+    def constants(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return []
+
+    def named(value: str, among: set[str] = names) -> bool:  # a module's name, bare or with a path's dots
+        return value.strip(".") in among
+
+    offenders = []
+    for node in ast.walk(tree):
+        found = []
+        if isinstance(node, ast.Compare):
+            found = [c for part in (node.left, *node.comparators) for c in constants(part)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in ("hasattr", "getattr") and len(node.args) >= 2:
+                found = constants(node.args[1])
+            elif node.func.id == "isinstance" and len(node.args) == 2:
+                classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                found = [c.id for c in classes if isinstance(c, ast.Name) and c.id in part_classes]
+                offenders += [f"{where}:{node.lineno}: isinstance(..., {c})" for c in found]
+                continue
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PATH_TESTS:
+            found = [c for arg in node.args[:1] for c in constants(arg)]
+        elif isinstance(node, ast.Dict):  # a table keyed by module names (minitf_repl's export table names classes)
+            found = [c for key in node.keys if key is not None for c in constants(key) if named(c, modules)]
+        offenders += [f"{where}:{node.lineno}: {value!r}" for value in found if named(value)]
+    return offenders
 
 
 CORE_MESSAGE_SYNTAX = (":set", ":train", ":save", ":load", ":data", ":gen", "--set", "--checkpoint-dir", "--data")

@@ -106,7 +106,12 @@ def documents(tmp_path_factory, every_command_lines) -> dict[str, dict]:
 
 
 def test_every_command_that_prints_json_was_run(documents):
-    assert set(documents) == {c.name for c in schema.json_commands()} - (set() if REFERENCE else {"parity"})
+    expected = {c.name for c in schema.json_commands()} - (set() if REFERENCE else {"parity"})
+    unrun = sorted(expected - set(documents))
+    # a new command's first failure is here: say where its line goes (set comparison alone named only the set)
+    assert not unrun, (f"not run: {', '.join(':' + name for name in unrun)}; add a line that runs each (as "
+                       "':gen 12 n=5 seed=1') to the list `every` in every_command_lines, tests/conftest.py")
+    assert set(documents) == expected
 
 
 @pytest.mark.parametrize("name", sorted(c.name for c in schema.json_commands()))

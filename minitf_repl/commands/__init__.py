@@ -14,7 +14,7 @@ Each family of commands is one module holding its result types, its commands and
                      against a measured slope, a blind baseline, one batch learned by heart)
     generate.py      :gen
     settings.py      :config, :set, :data
-    checkpoints.py   :save, :load, :ls (and the saves other commands make)
+    checkpoints.py   :save, :load, :ls, :parity (and the saves other commands make)
     anatomy.py       :shapes, :params (what the model is made of and costs)
     worked.py        :qkv, :rope, :resid, :ln, :ffn, :kv (one query's attention, rotary positions, the residual
                      stream, one norm, the feed-forward's units, decoding with the KV cache: worked out by hand)
@@ -31,7 +31,8 @@ about it declared on the registration (registry.py): its options, what completes
 needs torch, whether it is REPL-only. Commands never print: progress and generated text leave
 through a `Reporter`, results are returned, and their renderers draw them. A new command `:foo` is
 one new module here (its result, its function, its renderer, and its `FAMILY`, the heading `:help`
-lists it under) and one import line below; nothing else changes.
+lists it under) and one import line below; nothing else in the package changes (the tests want its line in
+every_command_lines, tests/conftest.py, to check its --json: docs/code.md, "Adding a command").
 
 Every command validates all of its arguments before it changes anything, so a failed command
 leaves the session as it was. Errors a user can cause are `UserError`s with a one-sentence message.

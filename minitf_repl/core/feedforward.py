@@ -8,21 +8,28 @@
 `make_activation(name)` builds the activation of the two-matrix FFN and `activation_formula(name)`
 says how a formula writes it; which network `config.activation` builds is its kind's (core.variants),
 read in one place, `model.feed_forward`.
+
+A new activation of the two-matrix FFN is an extension point, as a norm is: its module registered here
+with `@activation(name, formula, below_zero)` and its kind, `declare_feed_forward(FeedForwardKind(name))`,
+in core.variants (which says whether its backward keeps its own output instead of its input). A whole new
+network (gated, as SwiGLU) is not: model.feed_forward builds the two it knows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn as nn
 
 from .config import ModelConfig, ffn_hidden
+from .errors import ConfigError
 from .probe import Step
 from .variants import kept_hidden_layers  # noqa: F401 (read from here: the FFN's own count)
 
-__all__ = ["Neurons", "ReLUSquared", "SwiGLU", "activation_formula", "below_zero", "ffn_hidden", "kept_hidden_layers",
-           "make_activation"]
+__all__ = ["ACTIVATION_MODULES", "Activation", "Neurons", "ReLUSquared", "SwiGLU", "activation", "activation_formula",
+           "below_zero", "ffn_hidden", "kept_hidden_layers", "make_activation"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,38 @@ class Neurons:
     below_zero: str  # what a negative u_n means for this activation
 
 
+@dataclass(frozen=True)
+class Activation:
+    """An activation of the two-matrix FFN: how to build it and what the views say of it."""
+
+    make: Callable[[], nn.Module]  # a fresh module: its class, or a function of no arguments
+    formula: str  # how the shape trace writes it, "." its input: "GELU(.)"
+    below_zero: str  # what an output below 0 means, for the :ffn view
+
+
+# activation name (a value of the `activation` setting) -> what `make_activation` builds for it
+ACTIVATION_MODULES: dict[str, Activation] = {}
+
+
+def activation(name: str, formula: str, below_zero: str):
+    """Decorator on a module class (or a function of no arguments that returns the module): `activation=name`
+    builds it between the FFN's two matrices. As public as norms.builds, so that a new activation is its module
+    and its kind (core.variants) and no edit of a private table: one missing said KeyError: 'silu'."""
+
+    def register(make: Callable[[], nn.Module]):
+        ACTIVATION_MODULES[name] = Activation(make, formula, below_zero)
+        return make
+
+    return register
+
+
+activation("gelu", "GELU(.)", "GELU lets small negatives through, down to -0.17")(nn.GELU)
+activation("gelu_tanh", "GELU(.) (tanh approx.)",  # GPT-2's approximation
+           "GELU lets small negatives through, down to -0.17")(lambda: nn.GELU(approximate="tanh"))
+activation("relu", "ReLU(.)", "ReLU is exactly 0 below its kink")(nn.ReLU)
+
+
+@activation("relu2", "ReLU(.)^2", "ReLU^2 is exactly 0 below its kink")
 class ReLUSquared(nn.Module):
     """ReLU(x)^2: zero for x < 0, x^2 above: sparse like ReLU, smooth at the kink's right side."""
 
@@ -49,28 +88,26 @@ class ReLUSquared(nn.Module):
         return torch.relu(x).square()
 
 
-# activation -> (its module, how the shape trace writes it, what an output below 0 means: the :ffn view)
-_ACTIVATIONS = {
-    "gelu": (lambda: nn.GELU(), "GELU(.)", "GELU lets small negatives through, down to -0.17"),
-    "gelu_tanh": (lambda: nn.GELU(approximate="tanh"), "GELU(.) (tanh approx.)",  # GPT-2's approximation
-                  "GELU lets small negatives through, down to -0.17"),
-    "relu": (lambda: nn.ReLU(), "ReLU(.)", "ReLU is exactly 0 below its kink"),
-    "relu2": (lambda: ReLUSquared(), "ReLU(.)^2", "ReLU^2 is exactly 0 below its kink"),
-}
+def _registered(name: str) -> Activation:
+    found = ACTIVATION_MODULES.get(name)
+    if found is None:
+        raise ConfigError(f"activation={name} has no module; register its class with "
+                          f"@feedforward.activation({name!r}, formula, below_zero)")
+    return found
 
 
 def make_activation(name: str) -> nn.Module:
     """The activation module of the two-matrix FFN for `activation=name` (not swiglu: that is a whole FFN)."""
-    return _ACTIVATIONS[name][0]()
+    return _registered(name).make()
 
 
 def activation_formula(name: str) -> str:
-    return _ACTIVATIONS[name][1]
+    return _registered(name).formula
 
 
 def below_zero(name: str) -> str:
     """What an output below 0 of activation `name` means, for the :ffn view."""
-    return _ACTIVATIONS[name][2]
+    return _registered(name).below_zero
 
 
 class SwiGLU(nn.Module):

@@ -549,7 +549,7 @@ def norm_worked(model: nn.Module, idx, layer: int = 0, which: str = "ln_1", at: 
     """Norm `which` (ln_1, ln_2, ln_f) of block `layer` at position `at`, worked out step by step in float64.
 
     One listening pass reads what the norm read and wrote at every position; the steps are redone
-    here from the norm's own eps, gain and bias and checked against its output.
+    here from the norm's own eps, gain and bias (as its by_hand() states them) and checked against its output.
     """
     idx = one_sequence(model, idx, "norm view")
     T = idx.shape[1]
@@ -557,10 +557,14 @@ def norm_worked(model: nn.Module, idx, layer: int = 0, which: str = "ln_1", at: 
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"the number of features to list must be a whole number >= 1, got {top!r}")
     norm, reads, feeds = _which_norm(model, which, layer)
-    centres = getattr(norm, "centres", None)
-    if centres is None:
-        raise UserError(f"this norm ({type(norm).__name__}) does not say whether it centres before it scales, so "
-                        "it cannot be worked out by hand; use norm=layernorm or norm=rmsnorm")
+    # the norm says how it is worked out (norms.ByHand): reading its .eps, .weight and .bias and trusting `centres`
+    # crashed on a norm without them, and showed one with them RMSNorm's or LayerNorm's arithmetic, not its own
+    declared = getattr(norm, "by_hand", None)
+    arithmetic = declared() if callable(declared) else None
+    if arithmetic is None:
+        raise UserError(f"this norm ({type(norm).__name__}) does not say how it is worked out by hand (by_hand(), "
+                        "core/norms.py), so its arithmetic cannot be shown; use norm=layernorm or norm=rmsnorm")
+    centres, eps = arithmetic.centres, float(arithmetic.eps)
     seen: dict[str, torch.Tensor] = {}
 
     def keep(module, inputs, output):
@@ -572,23 +576,23 @@ def norm_worked(model: nn.Module, idx, layer: int = 0, which: str = "ln_1", at: 
     means = xs.mean(dim=-1, keepdim=True)
     centred = xs - means if centres else xs
     squares = centred.pow(2).mean(dim=-1, keepdim=True)  # var (LN) or mean(x^2) (RMSNorm)
-    scales = torch.sqrt(squares + norm.eps)
+    scales = torch.sqrt(squares + eps)
     normalised = centred / scales
-    weight, bias = norm.weight, getattr(norm, "bias", None)
+    weight, bias = arithmetic.gain, arithmetic.bias
     gain = None if weight is None else in_float64(weight).cpu()
     shift = None if bias is None else in_float64(bias).cpu()
     ys = normalised * (1.0 if gain is None else gain) + (0.0 if shift is None else shift)
 
     x, c, n, y = xs[i], centred[i], normalised[i], ys[i]
     mean, var, mean_square = float(means[i]), float(xs[i].var(unbiased=False)), float(xs[i].pow(2).mean())
-    other = math.sqrt((var if not centres else mean_square) + norm.eps)
+    other = math.sqrt((var if not centres else mean_square) + eps)
     chosen = x.abs().argsort(descending=True)[: min(top, len(x))].tolist()
     features = [NormFeature(j, float(x[j]), float(c[j]), float(n[j]), None if gain is None else float(gain[j]),
                             None if shift is None else float(shift[j]), float(y[j])) for j in chosen]
     spread = c.pow(2)
     return NormWorked(
         token_ids=idx[0].tolist(), at=i, which=which, layer=None if which == "ln_f" else layer,
-        label=getattr(norm, "label", "norm"), centres=centres, reads=reads, feeds=feeds, d=len(x), eps=float(norm.eps),
+        label=getattr(norm, "label", "norm"), centres=centres, reads=reads, feeds=feeds, d=len(x), eps=eps,
         mean=mean, var=var, mean_square=mean_square, scale=float(scales[i]), other_scale=other,
         size_in=float(x.norm()), size_centred=float(c.norm()), size_normalised=float(n.norm()),
         normalised_mean=float(n.mean()), normalised_std=float(n.std(unbiased=False)), size_out=float(y.norm()),

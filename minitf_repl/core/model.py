@@ -1,11 +1,11 @@
 """A minimal decoder-only Transformer, written to be read top to bottom like the math.
 
-    h_0 = x W_E + P                                  token embedding plus position
-    h_l = h_{l-1} + Attention(LN(h_{l-1}))           pre-LN residual blocks ...
-    h_l = h_l     + FFN(LN(h_l))
-    z_t = LN(h_L) W_E^T                              logits, head tied to the embedding
+    h_0  = W_E[idx] + P                              token embedding plus position
+    h'_l = h_{l-1} + Attention(LN(h_{l-1}))          pre-LN residual blocks ...
+    h_l  = h'_l    + FFN(LN(h'_l))                   (a block's steps write x for h_{l-1} and x' for h'_l)
+    z_t  = LN(h_L) W_E^T                             logits, head tied to the embedding
 
-    Attention(x) = Concat(head_1..head_H) W^O,  head_i = softmax(Q K^T / sqrt(d_k) + M) V
+    Attention(x) = Concat(head_1, ..., head_{n_h}) W^O,  head_i = softmax(Q K^T / sqrt(d_k) + M) V
 
 That is the seed model, and ModelConfig's defaults. Each part later models changed is one config
 field, read in one place here; the variants themselves are small modules of their own:
@@ -22,8 +22,8 @@ field, read in one place here; the variants themselves are small modules of thei
 
 Small pieces come first (KV cache, attention, feed-forward, block), the whole model
 last. `Probe` modules are identities placed at every step of the formula, so a forward hook (the
-shape trace, a heatmap) can see q, k, v, the scores, the mask, the softmax and the weighted values
-without a print in `forward`.
+shape trace, a heatmap) can see q, k, v, the scores S, the masked scores S + M, the softmax and the
+weighted values without a print in `forward` (no probe holds M alone: `causal_mask` is its pattern).
 
 Each part also states what the views need to know about it, below its forward: `steps()` (the
 formula and the symbols of each of its steps, for the shape trace), `symbols()` (what B, T, d, h,
@@ -556,9 +556,9 @@ class MiniTransformerLM(nn.Module):
         if room < self.config.max_seq_len and cache.length + length > room:
             raise DataError(f"the cache holds {count(room, 'position')} and this input would make it "
                             f"{cache.length + length}; {fresh}")
-        held = cache.layers[0].k
-        if held is not None and held.shape[0] != batch:
-            raise DataError(f"the cache holds a batch of {held.shape[0]} but idx has {batch}; {fresh}")
+        keys = cache.layers[0].k  # not `held`: that name is interrupts.held, imported above
+        if keys is not None and keys.shape[0] != batch:
+            raise DataError(f"the cache holds a batch of {keys.shape[0]} but idx has {batch}; {fresh}")
 
     def _ids(self, name: str, ids, device: torch.device, low: int) -> torch.Tensor:
         if not isinstance(ids, torch.Tensor):  # an object of another kind: a TypeError, as docs/code.md says
@@ -589,12 +589,12 @@ class MiniTransformerLM(nn.Module):
         """Positions are absolute: an input (cache included: `cached` of its `length` positions) may not be longer than
         the context window."""
         if length > self.config.max_seq_len:
-            held = f" ({cached:,} cached + {length - cached:,} new)" if cached else ""
+            split = f" ({cached:,} cached + {length - cached:,} new)" if cached else ""  # not `held`: interrupts.held
             # a learned table has max_seq_len rows: a wider window is a new model; other positions compute as far
             wider = ("build a wider model: MiniTransformerLM(model.config.replace(max_seq_len=N))"
                      if self.positions.learned else "widen the window: model.set_length(N)")
             fresh = ", start a fresh cache (model.new_cache())" if cached else ""
-            raise DataError(f"input of {count(length, 'token')}{held} is longer than max_seq_len="
+            raise DataError(f"input of {count(length, 'token')}{split} is longer than max_seq_len="
                             f"{self.config.max_seq_len}; shorten it{fresh}, or {wider}")
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

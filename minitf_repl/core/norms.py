@@ -7,10 +7,12 @@ RMSNorm (Zhang & Sennrich, 2019) drops the centring: it costs less and trains as
 Llama and most later models use it. With `norm_gain` off a norm learns nothing (no g, no b).
 
 A norm is a module that states what the views need to know about it (`NormPart`): how a formula
-writes it in `:shapes`, and the floats it keeps for the backward pass (core.ledger). Its kind,
-declared in core.variants, says what it learns, so that core.sizes counts it without torch. A new
-norm is a class here with `@builds(name)` and its `declare_norm(...)`: the model, the shape trace,
-the ledger and the sizes ask it, and nothing else changes.
+writes it in `:shapes`, the floats it keeps for the backward pass (core.ledger) and, where `:ln` may
+work it out by hand, the numbers of its arithmetic (`by_hand()`). Its kind, declared in core.variants
+(not here: the shell checks `norm=` before torch, so before this module, loads), says what it learns,
+so that core.sizes counts it without torch. A new norm is a class here with `@builds(name)` and a
+`from_config(dim, config)` classmethod, and its `declare_norm(...)` in core.variants: the model, the
+shape trace, the ledger and the sizes ask it, and nothing else changes.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ def make_norm(config: ModelConfig, dim: int) -> nn.Module:
     cls = NORM_MODULES.get(config.norm)
     if cls is None:
         raise ConfigError(f"norm={config.norm} has no module; decorate its class with @norms.builds({config.norm!r})")
+    if not callable(getattr(cls, "from_config", None)):  # was: a bare AttributeError from the line below
+        raise ConfigError(f"norm={config.norm}'s class {cls.__name__} cannot be built from a config; give it a "
+                          "classmethod from_config(dim, config) that returns the norm over dim features")
     return cls.from_config(dim, config)
 
 
@@ -63,6 +68,21 @@ class FrozenNorm:
     biased: bool = True  # the norm has a bias, its offset (False: none, and the offset is 0 by construction)
 
 
+@dataclass
+class ByHand:
+    """What `:ln` (core.inside.norm_worked) needs to work a norm out by hand: the numbers of the one arithmetic
+    it knows, y = c / sqrt(mean(c^2) + eps) * g + b with c = x - mean(x) if `centres` else x.
+
+    LayerNorm and RMSNorm are that arithmetic; a norm that is not (ScaleNorm divides by ||x||) gives none,
+    so that `:ln` refuses it instead of showing another norm's arithmetic with its numbers.
+    """
+
+    centres: bool  # subtracts the mean before it scales (LayerNorm) or scales only (RMSNorm)
+    eps: float  # under the square root
+    gain: torch.Tensor | None  # g, per feature (None: no gain)
+    bias: torch.Tensor | None  # b, per feature (None: no bias)
+
+
 class NormPart:
     """What every norm tells the views. `label` names it in a formula: LN(x), RMSNorm(x); `divides_by` names
     the scale it divides its input by (the `scale` of `frozen`), in the residual stream view."""
@@ -70,8 +90,12 @@ class NormPart:
     label = "Norm"
     divides_by = "scale"
     # True: subtracts the mean before it scales (LayerNorm); False: scales only (RMSNorm); None: the norm does not
-    # say, and `:ln` cannot work it out by hand
+    # say. `:ln` reads by_hand(), not this: centring alone does not say how a norm scales
     centres: bool | None = None
+
+    def by_hand(self) -> ByHand | None:
+        """The numbers `:ln` works this norm out with (see ByHand); None, the default: it cannot be, so it says no."""
+        return None
 
     def frozen(self, x: torch.Tensor) -> FrozenNorm:
         """This norm at `x` with its scale frozen there (see FrozenNorm); a norm that cannot be frozen says so."""
@@ -119,6 +143,9 @@ class LayerNorm(NormPart, nn.LayerNorm):
     def kept_floats(self) -> int:
         return self.dim + 2  # its output, and the mean and 1/std of each vector
 
+    def by_hand(self) -> ByHand:
+        return ByHand(centres=True, eps=self.eps, gain=self.weight, bias=self.bias)
+
     def frozen(self, x: torch.Tensor) -> FrozenNorm:
         scale = torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=False) + self.eps)  # (..., 1): std(x)
         gain = self.weight if self.weight is not None else 1.0
@@ -164,6 +191,9 @@ class RMSNorm(NormPart, nn.Module):
             return part / scale * gain
 
         return FrozenNorm(linear, x.new_zeros(self.dim), scale, biased=False)  # no bias: nothing of its own
+
+    def by_hand(self) -> ByHand:
+        return ByHand(centres=False, eps=self.eps, gain=self.weight, bias=None)
 
     def kept_floats(self) -> int:
         return self.dim + 1 + (self.dim if self.weight is not None else 0)  # x / rms and rms; the output with a gain

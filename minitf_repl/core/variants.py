@@ -9,9 +9,11 @@ declared (`Choices`), so a new kind is a valid value everywhere settings are rea
 Everything a view reads from a built model (a step's formula in `:shapes`, its symbols, the memory
 it keeps for the backward pass) the module itself states: core.norms, core.feedforward,
 core.positions, core.experts and core.model. So a new normalisation is a module (with
-`@norms.builds(name)`) and its kind (`declare_norm(NormKind(name, ...))`), and nothing else
-changes; tests/test_front_door.py adds one from a test module and finds it in `:shapes`, `:params`
-and `parameter_count`.
+`@norms.builds(name)` and a `from_config(dim, config)` classmethod) and its kind
+(`declare_norm(NormKind(name, ...))`, here: the shell checks a setting before torch loads core.norms),
+and nothing else changes; tests/test_house.py adds one from a test module and finds it in `:shapes`,
+`:params` and `parameter_count`. A new activation of the two-matrix FFN is the same: its module (with
+`@feedforward.activation(name, formula, below_zero)`) and its kind (`declare_feed_forward(FeedForwardKind(name))`).
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ class FeedForwardKind:
 
     name: str
     gated: bool = False
+    # the activation's backward reads its own output (ReLU), the very tensor W_2's gradient reads, instead of its
+    # input: the network keeps one hidden layer for backward, not two. Declared, so a new activation says it too
+    backward_reads_output: bool = False
 
     def hidden(self, config) -> int:
         """The hidden width of one network (one expert, with experts).
@@ -111,24 +116,31 @@ class FeedForwardKind:
     def kept_floats(self, config) -> int:
         """A rough count of the floats one position keeps inside the network for the backward pass:
         the hidden layer before and after the activation (gated: gate, SiLU(gate), up, their product), one of
-        them for relu, whose backward reads its own output (core.feedforward.kept_hidden_layers, as the ledger)."""
-        return 4 * self.hidden(config) if self.gated else kept_hidden_layers(self.name) * config.d_ff
+        them where the activation's backward reads its own output, as relu's does (hidden_layers_kept, as the
+        ledger)."""
+        return 4 * self.hidden(config) if self.gated else self.hidden_layers_kept() * config.d_ff
+
+    def hidden_layers_kept(self) -> int:
+        """How many tensors of the hidden layer's size the two-matrix FFN with this activation keeps for backward.
+
+        Two for most: the activation's input (its derivative reads it) and its output (W_2's gradient reads it).
+        ReLU's backward reads its own output, the very tensor W_2 reads, so it keeps one (the cost ledger counted
+        two, 8% more than a relu model's forward keeps at d=32, d_ff=48)."""
+        return 1 if self.backward_reads_output else 2
 
 
 def kept_hidden_layers(name: str) -> int:
-    """How many tensors of the hidden layer's size the two-matrix FFN with activation `name` keeps for backward.
-
-    Two for most: the activation's input (its derivative reads it) and its output (W_2's gradient reads it).
-    ReLU's backward reads its own output, the very tensor W_2 reads, so it keeps one (the cost ledger counted
-    two, 8% more than a relu model's forward keeps at d=32, d_ff=48)."""
-    return 1 if name == "relu" else 2
+    """FeedForwardKind.hidden_layers_kept of the kind `activation=name` chooses."""
+    return FEED_FORWARDS[name].hidden_layers_kept()
 
 
 FEED_FORWARDS = Kinds("activation")
 declare_feed_forward, feed_forward_kind = FEED_FORWARDS.declare, FEED_FORWARDS.of
 
 
-for _name in ("gelu", "relu", "gelu_tanh", "relu2"):
+declare_feed_forward(FeedForwardKind("gelu"))
+declare_feed_forward(FeedForwardKind("relu", backward_reads_output=True))
+for _name in ("gelu_tanh", "relu2"):
     declare_feed_forward(FeedForwardKind(_name))
 declare_feed_forward(FeedForwardKind("swiglu", gated=True))
 
