@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import errno
 import inspect
 import os
@@ -39,8 +40,8 @@ from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
-from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, near_bool, parse_line, prepare_args,
-                      reads_prose, refuse_a_setting, shell_text, undecodable)
+from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, near_bool, needs_a_value, parse_line,
+                      prepare_args, reads_prose, refuse_a_setting, shell_text, undecodable)
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -156,6 +157,131 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
         return (f"{said}, which then loads from that folder: copy {loads} there first, e.g. mkdir -p {into} && "
                 f"cp -r {shlex.quote(str(Path(folder_now) / loads))} {into}/ && {run}")
     return f"{said}: {run}"
+
+
+_PAIR_START = re.compile(r",\s*(?=[A-Za-z_][\w-]*=)")  # `lr=0.1,steps=5`: where a second pair starts
+
+
+def _comma_parts(pair: str) -> list[str]:
+    """The pairs a KEY=VALUE word joins with commas (`lr=0.1,steps=5`: two), or [pair] itself: only where the key
+    is a setting whose value is no text (a text may hold `,x=1`), as :set reads the comma (parsing.convert)."""
+    param = REGISTRY["set"].param_named(pair.partition("=")[0])
+    if param is None or param.setting is None or param.type is str:
+        return [pair]
+    return [part for part in _PAIR_START.split(pair) if part]
+
+
+def _set_joined(settings: list[str]) -> str | None:
+    """For a --set whose pair holds two with a comma (`--set lr=0.1,steps=5`): each in a --set of its own, in the
+    line as typed. Only the pairs typed after the --set (`lr=0.1 steps=5`) were said, and pasted after it the second
+    was taken for the command ("unknown command 'steps=5'")."""
+    for value in settings:
+        for pair in set_pairs(value):
+            parts = _comma_parts(pair)
+            if len(parts) > 1:
+                break
+        else:
+            continue
+        words, line, i = _TYPED.get(), [], 0
+        at = _command_at(words, _ROOT_OPTIONS[0])
+        while i < len(words):
+            word, eq, inline = words[i].partition("=")
+            if word != "--set" or (at is not None and i >= at):
+                line.append(words[i])
+                i += 1
+                continue
+            given = inline if eq else (words[i + 1] if i + 1 < len(words) else "")
+            i += 1 if eq else 2
+            if given != value:
+                line += ["--set", given]
+            elif set_pairs(given) == [pair]:  # one pair a --set: one --set each
+                line += [w for part in parts for w in ("--set", part)]
+            else:  # with others in one --set (`--set 'lr=0.1,steps=5 n_layers=2'`): apart in it
+                line += ["--set", " ".join(shlex.quote(p) for q in set_pairs(given)
+                                           for p in (parts if q == pair else [q]))]
+        return (f"{pair} joins {' and '.join(parts)} with a comma; each goes with --set: "
+                f"{shlex.join(['minitf', *line])}")
+    return None
+
+
+def _pairs_as_typed(command, words: list[str]) -> None:
+    """A UsageError for the words of a command that reads pairs (`minitf set`) that the shell got apart or together
+    where they go as one word each: `set lr 0.01` (or `lr = 0.01`), `set lr=0.1,steps=5`, and a pair with no value
+    (`set lr=`). The REPL's own words gave a fragment (`--set lr=0.01`), not the line that runs."""
+    for i, word in enumerate(words):
+        parts = _comma_parts(word) if "=" in word else [word]
+        if len(parts) > 1:
+            raise UsageError(f"{word} joins {' and '.join(parts)} with a comma; settings go apart by spaces: "
+                             f"{_typed_replacing(command, words[i:i + 1], parts)}")
+        key, eq, given = word.partition("=")
+        param = command.param_named(key) if i + 1 < len(words) and not given else None
+        if param is None or param.setting is None or param.refusal is not None:
+            continue
+        nxt = words[i + 1]
+        if eq:  # `set lr= 0.01`: a value it takes, else the pair has none (_missing_pair_value)
+            value, span = nxt, 2
+            if "=" in nxt or nxt.startswith("-") or not _takes(param, nxt):
+                continue
+        elif nxt == "=" and i + 2 < len(words):  # `set lr = 0.01`
+            value, span = words[i + 2], 3
+        elif nxt.startswith("=") and len(nxt) > 1:  # `set lr =0.01`
+            value, span = nxt[1:], 2
+        elif "=" not in nxt and not nxt.startswith("-") and command.param_named(nxt) is None:  # not `set lr d_model`
+            value, span = nxt, 2
+        else:
+            continue
+        try:  # the line suggested must work as typed: a value the setting cannot take is said with it
+            convert(param, value)
+        except UserError as bad:
+            raise UsageError(f"a setting and its value go as one word (minitf {command.name} {param.name}="
+                             f"{param.metavar}), and {bad}") from None
+        raise UsageError(f"a setting and its value go as one word{', with no space after =' if eq else ''}: "
+                         f"{_typed_replacing(command, words[i:i + span], [f'{key}={value}'])}")
+    _missing_pair_value(command, words)
+
+
+def _takes(param, value: str) -> bool:
+    """Whether `param` takes `value`, as typed."""
+    try:
+        convert(param, value)
+    except UserError:
+        return False
+    return True
+
+
+def _missing_pair_value(command, pairs: list[str]) -> None:
+    """A UsageError for a pair typed with no value (`set lr=`, `--set lr=`): a missing value is a wrong command line
+    (status 2, docs: exit status), as `--set lr` and `gen --n` with none are, where it ended with 1. Not where the
+    value follows after a space (`lr= 0.01`), which :set says as it is."""
+    for i, pair in enumerate(pairs):
+        key, eq, value = pair.partition("=")
+        param = command.param_named(key) if eq and not value.strip() else None
+        if param is None or param.refusal is not None or param.blank:
+            continue
+        nxt = pairs[i + 1] if i + 1 < len(pairs) else None
+        if nxt is not None and "=" not in nxt and not nxt.startswith("-") and _takes(param, nxt):
+            continue  # `--set 'lr= 0.01'`: "no space after '='", said as the REPL says it
+        raise UsageError(*needs_a_value(param, command.pairs).args)
+
+
+def _refuse_empty(command, args: dict) -> None:
+    """A UsageError for an option of `command` given an empty value (`train steps=`, `--steps ""`): a missing value,
+    a wrong command line (status 2, docs: exit status), as `--steps` with none is; the message is the one the value's
+    check gives (parsing.needs_a_value), which ended with 1."""
+    for key, value in args.items():
+        param = command.param_named(key) if isinstance(value, str) and not value.strip() else None
+        if param is not None and not param.positional and not param.blank and param.refusal is None:
+            raise UsageError(*needs_a_value(param).args)
+
+
+def _typed_replacing(command, old: list[str], new: list[str]) -> str:
+    """The command line as typed, with the words `old` after `command` given as `new`, quoted for the shell."""
+    typed = _TYPED.get()
+    at = _command_at(typed, _ROOT_OPTIONS[0])
+    start = next((k for k in range((at or 0) + 1, len(typed)) if typed[k:k + len(old)] == old), None)
+    if start is None:  # (not as typed: the command's words alone)
+        return shlex.join(["minitf", command.name, *new])
+    return shlex.join(["minitf", *typed[:start], *new, *typed[start + len(old):]])
 
 
 def _words_after(command, left_out: str) -> str:
@@ -291,7 +417,8 @@ class _Group(_FlagsUntyped, TyperGroup):
             problem = problem.replace("No such command", "unknown command", 1)
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
             _command_line_error(self._one_dash(e, args) or self._set_apart(e, args) or self._misplaced(e, args)
-                                or self._early(e, args)
+                                or self._setting_as_command(e, args) or self._other_case(e, args)
+                                or self._early(e, args) or self._near_own(e, args)
                                 or self._repl_only(e, args)
                                 or self._help_of_neither(e, typed) or self._nothing_taken(e) or self._bad_switch(e)
                                 or problem + (f"; did you mean{guess}" if asked else "") + hint
@@ -456,6 +583,71 @@ class _Group(_FlagsUntyped, TyperGroup):
         fixed = [*args[: at - 1], f"{args[at - 1]}={args[at]}", *args[at + 1:]]
         return f"a setting and its value go as one word: {shlex.join(['minitf', *fixed])}"
 
+    def _setting_as_command(self, e: Exception, args: list[str]) -> str | None:
+        """For a setting's KEY=VALUE where the command goes (`minitf --set lr=0.1 steps=5 config`, a --set's second
+        pair pasted after it): a setting, which goes in a --set of its own, not "did you mean 'step'?". A key a
+        letter or so from a setting's (`stepz=5`) is that setting misspelt."""
+        asked = re.match(r"No such command '(.*?)'", e.format_message())
+        at = _command_at(args, self.params) if asked else None
+        key, eq, value = args[at].partition("=") if at is not None and args[at] == asked.group(1) else ("", "", "")
+        meant = _setting_meant(key) if eq and key.isidentifier() else None
+        if meant is None:
+            return None
+        param, exact = meant
+        said = f"{args[at]} is a setting, not a command; a setting" if exact else \
+            f"{args[at]} is no command; did you mean the setting {param.name}? A setting"
+        try:  # the line suggested must work as typed: a value the setting cannot take is said with it
+            convert(param, value)
+        except UserError as bad:
+            return f"{said} goes with --set before the command (--set {param.name}={param.metavar}), and {bad}"
+        fixed = [*args[:at], "--set", f"{param.name if not exact else key}={value}", *args[at + 1:]]
+        return f"{said} goes with --set: {shlex.join(['minitf', *fixed])}"
+
+    def _other_case(self, e: Exception, args: list[str]) -> str | None:
+        """For a command typed in another case (`minitf TRAIN`), which Click's guess misses: the name it is. Said, not
+        run as the REPL runs `:TRAIN`: a line typed in the shell goes into scripts and notes, where one spelling of a
+        command, the one --help and Tab completion give, is the one to keep."""
+        asked = re.match(r"No such command '(.*?)'", e.format_message())
+        at = _command_at(args, self.params) if asked else None
+        if at is None or args[at] != asked.group(1):
+            return None
+        if _named(args[at].lower(), self.commands) not in self.commands:  # `TF`: tf, score's other name
+            return None
+        fixed = [*args[:at], args[at].lower(), *args[at + 1:]]
+        return f"unknown command {args[at]!r}; commands are lower case: {shlex.join(['minitf', *fixed])}"
+
+    def _near_own(self, e: Exception, args: list[str]) -> str | None:
+        """For an option before the command that names none (`minitf --jsn config`, `--JSON`, `-v`), where Click's
+        guess looked among minitf's own options alone ("Possible options: --set"): the option meant, minitf's own
+        or the command's (which goes after it), in the line that runs."""
+        name, ctx = getattr(e, "option_name", None), getattr(e, "ctx", None)
+        if not name or (ctx is not None and ctx.parent is not None) or not e.format_message().startswith("No such"):
+            return None
+        at = next((i for i, a in enumerate(args) if a == name or a.startswith(f"{name}=")), None)
+        if at is None:
+            return None
+        command_at = next((i for i in range(at + 1, len(args)) if args[i] in self.commands), None)
+        commands = [self.commands[args[command_at]]] if command_at is not None else \
+            [c for c in self.commands.values() if not c.hidden]
+        own = {o for p in self.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")} | {"--help"}
+        theirs = {o for c in commands for p in c.params
+                  for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ())) if o.startswith("--")}
+        names = sorted(own | theirs)
+        folded = [o for o in names if o.lower() == name.lower()]  # `--JSON`
+        # `-v`, `-V`: the one long option of minitf's own its letter begins (--version); a command's short options are
+        # the command's to say, after it
+        lettered = [o for o in sorted(own) if o[2:3] == name[1:].lower()] if len(name) == 2 else []
+        meant = folded or (lettered if len(lettered) == 1 else []) or \
+            difflib.get_close_matches(name.lower(), names, n=1, cutoff=0.7)
+        if not meant:
+            return None
+        best = meant[0]
+        fixed = [*args[:at], best + args[at][len(name):], *args[at + 1:]]
+        if best in own:
+            return f"no such option {name}; did you mean {best}? {shlex.join(['minitf', *fixed])}"
+        moved = self._moved_after(best, fixed)
+        return f"no such option {name}; did you mean {best}? {moved}" if moved else None
+
     def _one_dash(self, e: Exception, args: list[str]) -> str | None:
         """For a long option typed with one dash (`minitf train -steps 3`, Go's and Java's way), which Click reads as
         -s and refuses as "No such option: -s": what the REPL says of `:train -steps 3`, with the line written with
@@ -505,12 +697,17 @@ class _Group(_FlagsUntyped, TyperGroup):
             end = i + 1 if mine.is_flag or "=" in word else min(i + 2, len(args))
             before.extend(args[i:end])
             i = end
+        if option.is_eager:  # `train --version`: the version alone, which runs no command (_show_version)
+            return f"{name} is an option of minitf itself, which runs no command: minitf {name}"
         moved = args[:command_at] + before + [args[command_at]] + after
         return f"{name} is an option of minitf itself, so it goes before the command: {shlex.join(['minitf', *moved])}"
 
     def _early(self, e: Exception, args: list[str]) -> str | None:
         """For an option of a command typed before it (`minitf --json config`): it goes after the command."""
-        name = getattr(e, "option_name", None)
+        return self._moved_after(getattr(e, "option_name", None), args)
+
+    def _moved_after(self, name: str | None, args: list[str]) -> str | None:
+        """Where option `name` of a command, typed before the command in `args`, goes: the line with it after."""
         if any(name in p.opts for p in self.params):  # minitf's own (`minitf --data` with no value): Click's word
             return None  # stands ("requires an argument"); it was told to go after a command, where it fails again
         at = next((i for i, a in enumerate(args) if a == name or a.startswith(f"{name}=")), None) if name else None
@@ -718,6 +915,13 @@ def _refuse_twice(params, args: list[str], own: bool = False) -> None:
 
 def _show_version(value: bool) -> None:
     if value:
+        typed = _TYPED.get()
+        at = _command_at(typed, _ROOT_OPTIONS[0])
+        rest = typed[at:] if at is not None else typed[typed.index("--") + 1:] if "--" in typed else []
+        if rest:  # `minitf --version train`: the version alone, and the rest of the line was dropped without a word
+            _command_line_error(f"--version prints minitf's version alone and runs nothing after it (got "
+                                f"{clip(shlex.join(rest))!r}): minitf --version")
+            raise typer.Exit(2)  # the command line itself is wrong
         try:
             print(f"minitf {__version__}", flush=True)
         except BrokenPipeError:  # `minitf --version | head -0`: Click, which runs this, exits 1 for a closed pipe
@@ -745,6 +949,7 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False, load
     from .render.live import QuietReporter
     from .reporter import Reporter
 
+    _missing_pair_value(REGISTRY["set"], [p for value in pairs for p in set_pairs(value)])
     command, args = parse_line(":set " + " ".join(pairs), REGISTRY)
     names = args.get(command.positional.name)  # `--set lr`: a name alone, which `minitf set lr` shows, sets nothing
     if names:
@@ -867,6 +1072,9 @@ def root(
         _command_line_error("--set is empty; give KEY=VALUE, e.g. --set lr=1e-3 (minitf set --help lists the keys), "
                             "or leave the option out")
         raise typer.Exit(1)
+    if (joined := _set_joined(settings)) is not None:
+        _command_line_error(f"--set: {joined}")
+        raise typer.Exit(2)  # the command line itself is wrong
     # before --load, which reads the folder
     if (refusal := _folder_as_option(settings, session.checkpoint_dir)) is not None:
         _command_line_error(f"--set: {refusal}")
@@ -1284,23 +1492,38 @@ def _options_among(command, words: list[str], args: dict, own=()) -> list[str]:
     command that reads key=value pairs from its text keeps every other pair there, as the REPL does:
     `minitf compare lr=1e-2 lr=3e-3 steps=100` compares two rates over 100 steps. But a key a letter or two from
     an option's name is a typo, refused as the REPL refuses it: `minitf step def f temprature=0` read the typo
-    as text and sampled at 0.8, an answer to another question with no word said.
+    as text and sampled at 0.8, an answer to another question with no word said. So is a setting's key, or a typo
+    of one, which goes with --set before the command: `minitf gen lr=0.1 hi` generated from "lr=0.1 hi".
     """
     text, typed = [], {}  # typed: the word that set each option, where a word did
     for word in words:
         key, eq, value = word.partition("=")
         param = command.param_named(key) if eq and key and " " not in word else None
-        if param is None and eq and key.isidentifier() and not command.pairs_in_text and command.close_option(key):
+        meant = _setting_meant(key) if param is None and eq and key.isidentifier() and not command.pairs_in_text \
+            else None
+        close = command.close_option(key) if param is None and eq and key.isidentifier() \
+            and not command.pairs_in_text else None
+        if meant is not None and not meant[1] and not _takes(meant[0], value):  # `gen model=gpt`: no d_model, text
+            meant = None
+        if close or meant is not None:
             with speaking(SHELL):
-                if not reads_prose(command):  # `train dropout=0.1` (close to prompt): a setting, --set before it
-                    refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY,
-                                     _typed_after(command, word))
-                try:
-                    command.find_param(key)  # "unknown option 'temprature' for minitf step; did you mean ...?"
-                except UserError as e:  # and, for a command that reads prose, the line that reads it all as text
-                    whole = _line_as_text(command, own) if reads_prose(command) else None
-                    raise UsageError(f"{e}; to read the whole line as text: {clip(whole, 200)}" if whole else
-                                     str(e)) from None
+                # for a command that reads prose, the other fix: the line that reads it all as text
+                whole = _line_as_text(command, own) if reads_prose(command) else None
+                as_text = f"; to read the whole line as text: {clip(whole, 200)}" if whole else ""
+                if meant is not None and (meant[1] or not close):  # `gen d_model=64`, `gen stepz=5`: a setting's
+                    setting, exact = meant
+                    try:
+                        refuse_a_setting(command, key.replace("-", "_").lower() if exact else setting.name, value,
+                                         REGISTRY, _typed_after(command, word))
+                    except UsageError as e:  # a typo of the setting's name says which name it read as
+                        typo = "" if exact else f"unknown option {key!r} for minitf {command.name}; did you mean " \
+                                                f"{setting.name}? "
+                        raise UsageError(f"{typo}{e}{as_text}") from None
+                if close:  # `train dropout=0.1` (close to prompt): a setting, said above; else the option meant
+                    try:
+                        command.find_param(key)  # "unknown option 'temprature' for minitf step; did you mean ...?"
+                    except UserError as e:
+                        raise UsageError(f"{e}{as_text}") from None
         if param is None or param.refusal is not None:
             text.append(word)
             continue
@@ -1311,6 +1534,22 @@ def _options_among(command, words: list[str], args: dict, own=()) -> list[str]:
         # Kept under the key as typed, so that a bad value is refused in the user's words (`seed`, not gen_seed).
         args[key.replace("-", "_").lower()], typed[param.name] = value, word
     return text
+
+
+def _setting_meant(key: str) -> tuple | None:
+    """(the setting, whether named exactly) that the KEY of a command's KEY=VALUE word names under any spelling, or
+    misspells by a letter or so (`stepz`: steps); None where it names none, as a prompt's `x=1` does. Only a close
+    spelling: a prompt's `sep=` or `the=` is no typo of steps or threads."""
+    setter = REGISTRY["set"]
+    param = setter.param_named(key)
+    exact = param is not None
+    if param is None:
+        spelled = {s: p for p in setter.options if p.setting is not None for s in (p.name, *p.aliases)}
+        close = difflib.get_close_matches(key.replace("-", "_").lower()[:40], list(spelled), n=1, cutoff=0.8)
+        param = spelled[close[0]] if close else None
+    if param is None or param.setting is None or param.refusal is not None:
+        return None
+    return param, exact
 
 
 def _line_as_text(command, own) -> str | None:
@@ -1425,6 +1664,8 @@ def _make_subcommand(command, registry: Registry):
         as_json = kwargs.pop("as_json", False)
         if command.pairs:
             try:
+                with speaking(SHELL):
+                    _pairs_as_typed(command, kwargs.get(PAIRS) or [])
                 _, args = parse_line(f":{command.name} " + " ".join(kwargs.get(PAIRS) or []), registry)
             except UserError as e:
                 _command_line_error(phrase(e, "shell"))
@@ -1451,6 +1692,7 @@ def _make_subcommand(command, registry: Registry):
                 words = _options_among(command, words[: len(words) - after], args, own) + words[len(words) - after:]
                 if positional is None:
                     words = _switches_among(command, words, args)
+                _refuse_empty(command, args)
                 if words and positional is None:
                     key, eq, value = words[0].partition("=")
                     if eq and key.replace("-", "_").isidentifier():  # `minitf train bogus=1`: an option misnamed,

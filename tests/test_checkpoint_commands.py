@@ -534,7 +534,7 @@ def test_shell_uses_the_environment_variable(monkeypatch, tmp_path):
     assert result.exit_code == 0 and "saved checkpoint autosave" in result.stdout
     assert (tmp_path / "from-env" / "autosave" / "checkpoint.json").is_file()
     off = shell(*SHELL_TINY, "--set", "autosave=off", "train", "--steps", "1", "--save", "")
-    assert off.exit_code == 1 and off.stderr.startswith("error: save needs a value")
+    assert off.exit_code == 2 and off.stderr.startswith("error: save needs a value")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -202,8 +202,8 @@ def test_a_setting_is_shown_by_set_with_its_name_alone_or_by_help():
     assert invoke("--data", "sort", "help", "train").stdout == invoke("train", "--help").stdout  # was: No such command
     doc = json.loads(invoke("set", "lr", "warmup_steps", "--json").stdout)
     assert [h["name"] for h in doc["shown"]] == ["lr", "warmup_steps"] and doc["changed"] == {}
-    line = assert_one_error_line(invoke("set", "lr", "0.01"))
-    assert line == "error: a setting and its value go as one word: --set lr=0.01"
+    line = assert_one_error_line(invoke("set", "lr", "0.01"), code=2)
+    assert line == "error: a setting and its value go as one word: minitf set lr=0.01"
     line = assert_one_error_line(invoke("set", "lr", "lr=0.1"))
     assert line.endswith("not both: minitf set lr shows, --set lr=0.1 changes")
     # `--set lr` (no value) changed nothing and went on to train; now it stops before the command

@@ -361,7 +361,7 @@ def test_an_empty_value_from_the_shell_is_told_in_the_shells_spelling(tmp_path):
     from test_cli import assert_one_error_line, invoke
 
     (tmp_path / "config.json").write_text("{}")
-    line = assert_one_error_line(invoke("--set", "n_layers=1", "parity", f"hf:{tmp_path}", "--prompt", ""))
+    line = assert_one_error_line(invoke("--set", "n_layers=1", "parity", f"hf:{tmp_path}", "--prompt", ""), code=2)
     assert line.endswith("prompt needs a value, e.g. --prompt TEXT"), line  # was "prompt=...", then "--prompt ..."
 
 

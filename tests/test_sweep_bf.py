@@ -256,7 +256,7 @@ def test_command_line_mistakes_are_said_as_what_they_are():
 def test_small_shell_messages_name_what_runs():
     from test_cli import assert_one_error_line, invoke
 
-    line = assert_one_error_line(invoke("--set", "n_layers=1", "train", "save="))
+    line = assert_one_error_line(invoke("--set", "n_layers=1", "train", "save="), code=2)
     assert line.endswith("save needs a value, e.g. --save NAME"), line  # was "e.g. --save ..."
     line = assert_one_error_line(invoke("set"))
     assert "checkpoint_dir" not in line and "lr" in line  # minitf set refuses it from the shell: it was listed

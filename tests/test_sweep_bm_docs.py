@@ -155,9 +155,9 @@ def test_an_empty_value_of_any_kind_names_a_value_it_takes(key, example):
 
 
 def test_an_empty_set_value_from_the_shell_names_the_pair_as_set_takes_it():
-    line = assert_one_error_line(invoke("--set", "d_model=", "config"), code=1)
+    line = assert_one_error_line(invoke("--set", "d_model=", "config"), code=2)
     assert line == "error: --set: d_model needs a value, e.g. d_model=128", line  # was "e.g. --d-model 128"
-    line = assert_one_error_line(invoke("train", "--steps", ""), code=1)
+    line = assert_one_error_line(invoke("train", "--steps", ""), code=2)
     assert line == "error: steps needs a value, e.g. --steps 10", line
 
 
