@@ -40,7 +40,7 @@ from .core.errors import Interrupted, UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
-from .parsing import CLEAR, parse_line, prepare_args, undecodable
+from .parsing import CLEAR, parse_line, prepare_args, reads_prose, undecodable
 from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
 from .render.live import same_output
@@ -255,14 +255,15 @@ class FrontDoor:
             self._error(f"the line holds bytes that are not text in this terminal's encoding ({shown}, read as "
                         f"{encoding}); {fix}")
             return FAILED
+        curly = curly_quotes(line, self.registry)
         try:
             with speaking(self.front.syntax):
                 command, args = parse_line(line, self.registry)
         except UserError as e:
-            self._error(phrase(e, self.front.syntax))
+            self._error(phrase(e, self.front.syntax) + curly)
             return FAILED
         meant = self._meant_as_command(line, command)
-        status = self.run(command, args, meant)
+        status = self.run(command, args, meant + curly)
         if status == OK and meant:  # `train` typed on a text the model reads: its text came, with no word of the
             # command (an error said it, on a task's digits alone); said after it, the line still the model's text
             note(self.progress, meant.removeprefix("; "))
@@ -445,6 +446,26 @@ class FrontDoor:
             close()
         if getattr(reporter, "streamed", False):
             self.out.print()
+
+
+# Curly quotes, as docs and blogs typeset a line (`:set lr=“0.06”`), are characters, not quotes: a value that held them
+# was refused as it was ("lr must be a number, got '“0.06”'", "no such file"), with no word of them. A prompt's are its
+# text; an option's value's (after `=`) are said, and any in a line of a command that reads no prose.
+CURLY = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'"})
+_CURLY_VALUE = re.compile(r"=[“”„‘’]")
+_CURLY_EDGE = re.compile(r"(?:^|\s|=)[“”„‘’]|[“”‘’](?:\s|$)")
+
+
+def curly_quotes(line: str, registry: Registry) -> str:
+    """What a refusal of `line` adds where curly quotes may be why: the line with straight ones; else ''."""
+    stripped = line.strip()
+    if not stripped.startswith(":") or stripped.translate(CURLY) == stripped:
+        return ""
+    command = registry.names().get(stripped[1:].split(None, 1)[0].lower())
+    prose = command is not None and reads_prose(command)
+    if not (_CURLY_VALUE if prose else _CURLY_EDGE).search(stripped):
+        return ""
+    return f"; curly quotes (“ ”) are no quotes here: type straight ones, {clip(stripped.translate(CURLY), 200)}"
 
 
 UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is no UTF-8, as Python reads it (surrogateescape)

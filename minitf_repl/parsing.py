@@ -24,7 +24,7 @@ from .core.errors import UsageError, UserError
 from .core.numbers import whole_number  # (parsing.whole_number: where the options' readers found it)
 from .registry import Command, Param, Registry, clip
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
-from .syntax import named, option, setting_text, without_setting
+from .syntax import OWN_SWITCHES, REPL, named, option, setting_text, syntax, without_setting
 
 # --- values ------------------------------------------------------------------------------------
 
@@ -70,6 +70,24 @@ def near_bool(flag: str, word: str, text_way: str = "") -> None:
 
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+# a key as typed, in any script: `lér=0.1` is the key lér and its value (said "unknown option 'lér=0.1'", no "did you
+# mean lr"), and `:gen températur=0.5` an option misspelt, not a prompt refused for its 'é'
+_ANY_KEY = re.compile(r"[^\W\d][\w-]*")
+# what a shell joins commands with: here each line is one command (`:set lr=0.02; n_layers=2` read '0.02;' as lr's)
+CHAINS = (";", "&&", "||", "|", "&")
+
+
+def chained(first: str, op: str, last: bool = False) -> UserError:
+    """The refusal of commands joined on one line by `op`; `first`: the line's first command, as typed; `last`: `op`
+    ends the line (`:set lr=0.02;`), with no command after it."""
+    if op == "\\":
+        return UserError(f"one command a line: a \\ at its end continues none; type the command on one line: {first}")
+    if last:
+        return UserError(f"one command a line, and {op} ends none: {first}")
+    return UserError(f"one command a line: {op} does not chain commands; type them one after the other, "
+                     f"first {first}")
+
+
 def show_value(value) -> str:
     """A value as a message shows it: text quoted and clipped, the rest as Python writes it."""
     return repr(clip(value)) if isinstance(value, str) else repr(value)
@@ -123,6 +141,16 @@ def _convert_as_typed(param: Param, raw: str, typed: str):
     try:
         return convert(param, raw)
     except UserError as e:
+        stem = raw.rstrip().rstrip(";&|")
+        if stem != raw.rstrip() and stem:  # `steps=5;`: the rest of a chain, not of the value
+            try:
+                convert(param, stem)
+            except UserError:
+                pass
+            else:
+                op = raw.rstrip()[len(stem):]
+                raise UserError(f"{typed}={raw.rstrip()} ends with {op}: one command a line, {op} does not chain "
+                                f"commands; the value is {typed}={stem}") from None
         if typed == param.name or typed not in param.aliases or not str(e).startswith(param.name):
             raise
         raise type(e)(f"{typed} ({param.name}){str(e)[len(param.name):]}") from None
@@ -193,6 +221,7 @@ def refuse_a_setting(command: Command, key: str, value: str | None, registry: Re
              and value else None)  # (a command of no options, :load NAME, says so: its words are no settings)
     if param is None or param.setting is None or param.refusal is not None:
         return
+    _refuse_a_setting_of_another(command, key, param, value, registry, rest)
     typed, pairs, kept = [key], {param.name: value}, []
     for word in rest:
         other_key, eq, other_value = word.partition("=")
@@ -215,6 +244,37 @@ def refuse_a_setting(command: Command, key: str, value: str | None, registry: Re
     what = (f"{key} is a setting, not an option" if len(typed) == 1 else
             f"{', '.join(typed[:-1])} and {typed[-1]} are settings, not options")
     raise UsageError(f"{what} of {named(command.name)}: {first}")
+
+
+def _refuse_a_setting_of_another(command: Command, key: str, param: Param, value: str, registry: Registry,
+                                 rest: list[str] | tuple) -> None:
+    """A setting of a section (generation: n, temperature) none of whose settings the command takes, and which other
+    commands take as options of their own (:gen's n=): it is theirs, and `:set n=5, then :train` changed nothing of
+    the run. Said with them, and with the command's first option, its main one, which was more likely meant (steps=5,
+    the run's length)."""
+    from .core.config import GenConfig
+
+    section = param.setting.section
+    owners = [other for other in registry.values() if other is not command and not other.pairs
+              and any(p.setting is not None and p.setting.name == param.setting.name for p in other.options)]
+    if (section != GenConfig.kind or not owners
+            or any(p.setting is not None and p.setting.section == section for p in command.options)):
+        return
+    first = command.options[0]
+    after = "".join(f" {word}" for word in rest)
+    owner = owners[0].name
+    theirs = f"{key} is a {section} setting, {named(owner)}'s ({phrase_command(owner, **{key: value})})"
+    given = {p.name for word in rest if (p := command.param_named(word.lstrip("-").partition("=")[0])) is not None}
+    what = first.help.split(" (")[0]  # its help's first words: "length of a new run"
+    if first.name in given:  # (`:train steps=3 n=5`: the line without it)
+        raise UsageError(f"{theirs}, not one of {named(command.name)}: {phrase_command(command.name)}{after}")
+    try:
+        near = convert(first, value)
+    except UserError:
+        raise UsageError(f"{theirs}, not one of {named(command.name)}, whose {option(first.name)} is the {what}: e.g. "
+                         f"{phrase_command(command.name, **{first.name: _example(first)})}{after}") from None
+    raise UsageError(f"{theirs}, not one of {named(command.name)}; did you mean "
+                     f"{phrase_command(command.name, **{first.name: near})}{after}? ({first.name}: {what})")
 
 
 def _where(command: Command) -> str:
@@ -419,9 +479,16 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     name = body.split(None, 1)[0] if body.strip() else ""
     if not name:
         raise UserError("empty command after ':'; type :help to list the commands")
+    asked = _help_asked(registry, name, body)
+    if asked is not None:
+        return asked
     try:
         cmd = registry.find(name)
     except UserError as e:  # `:param x: the value`, a docstring's line: text that starts with ':' is :gen's to take
+        joined = re.match(r"([^;&|]+)([;&|]+)", name)  # `:ls; :config`: "unknown command :ls;"
+        if joined is not None and joined.group(1).lower() in registry.names():
+            last = name == joined.group(0) and not body.lstrip()[len(name):].strip()
+            raise chained(f":{joined.group(1)}", joined.group(2), last) from None
         plain = registry.plain_text_command
         words = body.split()[1:]  # a line of text has words after its first; `:hel`, `:trian steps=5` are commands
         if plain is None or plain.positional is None or not words or any("=" in w or w[:2] == "--" for w in words):
@@ -429,17 +496,96 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
         raise UserError(f"{e}; to continue the line as text: :{plain.name} {clip(stripped)}") from None
     rest = body.lstrip()[len(name) :]
     literal: frozenset = frozenset()
-    # A quote inside a word of a prose that no quote closes is a character of the text (`:tok print("x`), as typed;
-    # one that opens a word is a quote left open; quotes that close stay quotes (`temperature="0.5"`).
+    # A quote inside a word of a prose that no quote closes is a character of the text (`:tok print("x`), as typed,
+    # and so is one after a bare `--`, after which the line is the text as typed (`:gen -- say "hi`); one that opens a
+    # word before it is a quote left open; quotes that close stay quotes (`temperature="0.5"`).
     while True:
         try:
             tokens = _tokenize(rest, windows_paths=cmd.takes_a_path, literal_at=literal)
             break
         except UnclosedQuote as e:
-            if not reads_prose(cmd) or e.at == 0 or rest[e.at - 1].isspace() or e.at in literal:
+            if not reads_prose(cmd) or e.at in literal:
                 raise
-            literal |= {e.at}
+            if (e.at > 0 and not rest[e.at - 1].isspace()) or _after_dashes(cmd, rest, e.at, literal):
+                literal |= {e.at}
+                continue
+            mark = rest[e.at]  # (one line, in a terminal of 100 columns)
+            raise UnclosedQuote(f"unclosed quote {mark}: add the closing {mark}, or keep it as text after --: "
+                                f"{clip(_kept_as_text(cmd, rest, literal | {e.at}), 200)}", e.at) from None
+    if cmd.positional is None or cmd.positional.name not in PROSE:  # (a text's `;` is text: `:gen a; b`, :patch's)
+        _refuse_chained(cmd, _without_comment(cmd, tokens), rest)
+    helper = _helper(registry)
+    if helper is not None and helper is not cmd and _asks_help(cmd, tokens):
+        return helper, CheckedArgs({helper.positional.name: check_value(helper.positional, cmd.name)})
     return cmd, _parse_args(cmd, tokens, registry, raw=rest)
+
+
+def _after_dashes(cmd: Command, rest: str, at: int, literal: frozenset) -> bool:
+    """Whether index `at` of `rest` comes after a bare `--`, from which on the line is text as typed."""
+    try:
+        before = _tokenize(rest[:at], windows_paths=cmd.takes_a_path, literal_at=literal)
+    except UserError:
+        return False
+    return any(t.text == "--" and t.quoted_from is None for t in before)
+
+
+def _kept_as_text(cmd: Command, rest: str, literal: frozenset) -> str:
+    """The line that keeps `rest`'s unclosed quotes (`literal`, and any after) in the text as typed: its options
+    before `--`, the text after it (`:gen 'tis n=5` is `:gen n=5 -- 'tis`)."""
+    while True:
+        try:
+            tokens = _tokenize(rest, windows_paths=cmd.takes_a_path, literal_at=literal)
+            break
+        except UnclosedQuote as e:
+            literal |= {e.at}
+    return _whole_line_as_text(cmd, tokens, -1, rest)
+
+
+def _refuse_chained(cmd: Command, tokens: list[_Token], rest: str) -> None:
+    """Commands joined on one line, as a shell joins them (`:set lr=0.02 ; :set n_layers=2`, `:train steps=5 &&
+    :gen`, `:set lr=0.02; n_layers=2`, a `\\` that would continue the line): a UserError with the line's first
+    command as typed. Before, `;` was read as a key to show, or as the end of a value ("got '0.02;'")."""
+    for k, token in enumerate(tokens):
+        if token.quoted_from is not None or token.start is None:
+            continue
+        text = token.text
+        if text in CHAINS or (text == "\\" and k == len(tokens) - 1):
+            cut, op = token.start, text
+        elif len(text) > 1 and text.endswith(";") and (k < len(tokens) - 1 or _option_key(token) is not None):
+            cut, op = token.end - 1, ";"
+        else:
+            continue
+        raise chained(f":{cmd.name}{rest[:cut].rstrip()}", op, not rest[token.end:].strip())
+
+
+def _helper(registry: Registry) -> Command | None:
+    """The command about the others (:help), whose text names one."""
+    return next((c for c in registry.values() if c.about_commands and c.positional is not None), None)
+
+
+def _help_asked(registry: Registry, name: str, body: str) -> tuple[Command, CheckedArgs] | None:
+    """`:train?`: a question about the command, its help (it said "unknown command :train?; did you mean :train?")."""
+    stem = name.rstrip("?")
+    helper = _helper(registry)
+    if helper is None or stem == name or not stem or stem.lower() not in registry.names():
+        return None
+    return helper, CheckedArgs({helper.positional.name: check_value(helper.positional, registry.find(stem).name)})
+
+
+def _asks_help(cmd: Command, tokens: list[_Token]) -> bool:
+    """Whether the line asks for the command's help with `-h`, as the shell's `minitf train -h` does: anywhere before a
+    bare `--`, where no option of the command is -h, and for a command that reads text, as the whole of it (`:gen -h`;
+    `:gen -- -h` generates from "-h")."""
+    if any(p.short == "h" for p in cmd.options):
+        return False
+    if reads_prose(cmd):
+        return len(tokens) == 1 and tokens[0].text == "-h" and tokens[0].quoted_from is None
+    for token in tokens:
+        if token.quoted_from is None and token.text == "--":
+            return False
+        if token.quoted_from is None and token.text == "-h":
+            return True
+    return False
 
 
 def shell_text(cmd: Command, words: list[str]) -> str:
@@ -485,11 +631,11 @@ def _option_key(token: _Token) -> tuple[str, str | None] | None:
         key, eq, value = text[2:].partition("=")
         if eq and q is not None and q < 2 + len(key):
             return None  # the '=' sits inside quotes: text
-        if _KEY.fullmatch(key):
+        if _ANY_KEY.fullmatch(key):
             return key, (value if eq else None)
         return None
     eq_at = unquoted.find("=")
-    if eq_at > 0 and _KEY.fullmatch(text[:eq_at]):
+    if eq_at > 0 and _ANY_KEY.fullmatch(text[:eq_at]):
         return text[:eq_at], text[eq_at + 1 :]
     return None
 
@@ -532,10 +678,12 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
     text_tokens: list[_Token] = []  # the text's words themselves, with their spans in `raw`
     loose: list[str] = []  # the words of the text that were neither quoted nor after `--`
     positional = cmd.positional
+    given_as: dict[str, str] = {}  # each option given, as typed (`lr=0.02`, `--steps 5`)
     i = 0
     only_text = False
     while i < len(tokens):
         token = tokens[i]
+        at_key = i
         i += 1
         if only_text:
             text.append(token.text)
@@ -569,6 +717,11 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
             try:
                 param = cmd.find_param(key)
             except UserError as e:
+                at = tokens[i - 1]  # the word as typed (`token` may be the `--n` that `-n` is read as)
+                after = (raw[tokens[i].start:].strip() if raw is not None and i < len(tokens)
+                         and tokens[i].start is not None else "")  # the line after it, as typed
+                if is_long and syntax() == REPL and cmd.param_named(norm) is None:
+                    _refuse_not_here(cmd, norm, value, after, tokens, i - 1, raw)
                 if cmd.pairs_in_text and not is_long:
                     text.append(token.text)
                     continue
@@ -578,6 +731,8 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     # where it takes none: `:set heads=2` offered `:heads 2`, refused as one token of text
                     takes = other.positional is not None and not reads_prose(other)
                     text_of_other = [value] if value and takes else [cmd.name] if other.about_commands else []
+                    if value is None and after and not other.about_commands and (other.positional or other.options):
+                        text_of_other = [after]  # `:config --set lr=0.1`: the words after it are its (said ":set")
                     if (close := cmd.close_option(norm)) is not None:  # `:set heads=2` meant n_heads, not :heads 2
                         with without_setting(norm):  # the shell's line without the --set heads=2 refused here
                             other_line = phrase_command(other.name, *text_of_other)
@@ -616,8 +771,11 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 raise missing_value(typed if short is not None else f"--{param.name}", param)
             else:
                 value, i = nxt.text, i + 1
-        if param.name in args:
-            raise UsageError(f"{param.name} is given twice; give it once")
+        spelled = (raw[tokens[at_key].start:tokens[i - 1].end] if raw is not None
+                   and None not in (tokens[at_key].start, tokens[i - 1].end) else f"{typed}={value}")
+        if param.name in args:  # both as typed: `learning_rate=0.1 lr=0.2` was "lr is given twice", with no 0.1
+            raise UsageError(f"{param.name} is given twice ({given_as[param.name]} and {spelled}); give it once")
+        given_as[param.name] = spelled
         args[param.name] = _convert_as_typed(param, value, norm)
     if text and positional is None:  # `:ls all`: a switch named alone is on, as `--all` is
         for param in filter(None, map(cmd.switch_named, text)):
@@ -634,14 +792,47 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                                 f"({phrase_command('help', cmd.name)} shows its options)")
             fix = (f" ({phrase_command('help', cmd.name)} shows its options)" if cmd.options else
                    f"; type {phrase_command(cmd.name)} alone")  # it has no options for its help to show
+            setter = next((c for c in registry.values() if c.pairs), None) if registry is not None else None
+            setting = setter.param_named(text[0]) if setter is not None and len(text) == 1 else None
+            if setting is not None and setting.setting is not None and not fits_first_option(cmd, text):
+                # `:config lr`: that setting was asked of (`:plot lr` is its what=lr)
+                fix = f"; {text[0]} is a setting: {phrase_command(setter.name, text[0])} shows it{fix}"
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)}"
                             f"{fits_first_option(cmd, text)}{fix}")
         if not cmd.pairs and loose == text:
             _refuse_options_apart(cmd, text)
         typed = _text_as_typed(text_tokens, raw) if raw is not None and reads_prose(cmd) else None
         value = typed if typed is not None else positional.positional_text(text)  # a pair: quoted or not
+        if cmd.about_commands and value.rstrip("?"):  # `:help train?` asks of train (it said "did you mean :train?",
+            value = value.rstrip("?")  # which ran a training)
         args[positional.name] = check_value(positional, shell_unescaped(value) if positional.path else value)
     return args
+
+
+def _refuse_not_here(cmd: Command, key: str, value: str | None, after: str, tokens: list[_Token], at: int,
+                     raw: str | None) -> None:
+    """`--KEY` typed at the REPL that is no option of `cmd` but means something elsewhere, said with the line that
+    does it: --json, which one-shot commands take ("here the result is shown as text: leave --json out" was said of a
+    line that showed nothing, and failed), the command's text by its name (`:load --name x`: ":load takes no options;
+    got 'name'"), and minitf's own on/off options, given as it starts (`:train --debug`)."""
+    typed = [raw[t.start:t.end] for j, t in enumerate(tokens) if j != at and t.start is not None] if raw else []
+    if key == "json" and raw is not None:
+        raise UserError(f"--json belongs to one-shot commands run from your system's shell (minitf {cmd.name} --json "
+                        f"prints one JSON document); here results are shown as text: "
+                        f"{' '.join([f':{cmd.name}', *typed])}")
+    positional = cmd.positional
+    text = value or after
+    if positional is not None and key == positional.name and text:
+        raise UserError(f"{key} is no option of {named(cmd.name)}: its {key} goes alone, "
+                        f"{phrase_command(cmd.name, text)}")
+    if (own := _own_flag(key)) is not None:
+        raise UserError(f"{own} is no option of {named(cmd.name)} but minitf's own, given as it starts: minitf {own}")
+
+
+def _own_flag(key: str) -> str | None:
+    """`--debug`, `--version`: an on/off option of minitf's own (syntax.OWN_SWITCHES) spelt `key`, else None."""
+    flag = f"--{key.replace('_', '-')}"
+    return flag if flag in OWN_SWITCHES else None
 
 
 def shell_unescaped(path):

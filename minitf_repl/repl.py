@@ -884,6 +884,7 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] 
     comment typed alone says (`said`: the notes this session said already).
     """
     lines = re.split(r"\r\n|\r|\n", text)  # not str.splitlines(): U+2028 and \f inside a prompt are text
+    numbers = list(range(1, len(lines) + 1))  # each line's place in the paste, which its error names
     if not all(_a_command(line) for line in lines if line.strip()):
         # a prompt of several lines (code, verse): one text to continue, its newlines kept; after the commands that
         # come first, where none of them reads text (`:set temperature=0.5` then a story's first lines): the story
@@ -894,13 +895,15 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] 
                 at = number + 1
             elif line.strip() and not line.lstrip().startswith("#"):
                 break
-        head = [line for line in lines[:at] if line.strip() and not line.lstrip().startswith("#")]
+        head = [k for k, line in enumerate(lines[:at]) if line.strip() and not line.lstrip().startswith("#")]
         while at < len(lines) and not lines[at].strip():  # the blank lines between: no part of the prompt
             at += 1
-        lines = [*head, "\n".join(lines[at:])] if head else [text]
+        numbers = [*(k + 1 for k in head), at + 1]
+        lines = [*(lines[k] for k in head), "\n".join(lines[at:])] if head else [text]
     else:
         alone = sum(1 for line in lines if line.strip()) == 1
         comments = [line for line in lines if line.lstrip().startswith("#")]
+        numbers = [k + 1 for k, line in enumerate(lines) if not line.lstrip().startswith("#")]
         lines = [line for line in lines if not line.lstrip().startswith("#")]
         if comments and alone and said is not None and "comment" not in said:
             said.add("comment")  # once: a script pasted a line at a time would say it at each of its comments
@@ -908,8 +911,15 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] 
                 say(err_console, f"a line starting with # is a comment, as in a script: nothing ran "
                                  f"({cmd('gen', '#TEXT')} continues a text that starts with #)", "dim")
     status = EMPTY
+    several = sum(1 for line in lines if line.strip()) > 1
+    where = door.where
     for at, line in enumerate(lines):
-        status = door.run_line(line)
+        if several:  # which of them failed, as piped input's errors say (run_lines): "error: ..." named none
+            door.where = f"{where}pasted line {numbers[at]}: "
+        try:
+            status = door.run_line(line)
+        finally:
+            door.where = where
         if status == QUIT or door.terminated is not None:
             return status
         if not door.interrupted and (habit := shell_habit(line)) is not None:  # after its text, as `train`'s hint is

@@ -28,6 +28,9 @@ REPL, SHELL = "repl", "shell"
 _SYNTAX: contextvars.ContextVar[str] = contextvars.ContextVar("minitf_syntax", default=REPL)
 # The global options of this one-shot invocation, as (option, value) pairs in the order a line gives them.
 _INVOKED: contextvars.ContextVar[tuple] = contextvars.ContextVar("minitf_invoked_with", default=())
+# minitf's own on/off options, given as it starts (cli.root declares them; a test holds the two equal): the REPL names
+# them where a command is given one (`:train --debug`) without importing the front door, which imports the REPL
+OWN_SWITCHES = ("--debug", "--version")
 _KEPT_WITH_LOAD = ("--device", "--checkpoint-dir")  # what a line that starts from another checkpoint keeps
 
 

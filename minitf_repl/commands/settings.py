@@ -381,9 +381,16 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if keys:
         if given:
             _quote_spaced_value(keys, given)
+            # a word that names no setting is said so, not given as a line that shows it (`:set ; :set shows`, of
+            # `:set lr=0.02 ;`, was refused as pasted)
+            unknown = [w for w in keys if SET.param_named(w) is None and setting_help(session, w) is None]
+            known = [w for w in keys if w not in unknown]
+            close = SET.close_option(unknown[0]) if unknown else None
+            nothing = (f" ({clip(unknown[0])!r} names no setting" + (f"; did you mean {close}?)" if close else ")")
+                       if unknown else "")
+            shows = f"{cmd('set', *known)} shows, " if known else ""
             raise UserError(f"give settings to change as key=value, or their names alone to show them, not both: "
-                            f"{cmd('set', *keys)} shows, {cmd('set', **given)} "
-                            "changes")
+                            f"{shows}{cmd('set', **given)} changes{nothing}")
         return SetResult({}, False, shown=_settings_named(session, keys))
     if not given:  # it listed the 48 keys, without their values: the views of them are named instead
         keys = [p.name for p in SET.options  # from the shell, not those it gives as options of its own
