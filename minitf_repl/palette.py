@@ -6,7 +6,9 @@ without colour, and visible stand-ins for whitespace. No Rich, no commands: both
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 
 from .core.words import visible_char  # the core quotes characters in its messages as the views do
 
@@ -17,19 +19,29 @@ SCALE = ((68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 14
          (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37))
 
 
-def visible(token: str) -> str:
+def visible(token: str, encodings: tuple[str, ...] | None = None) -> str:
     """A token as it can be seen in a grid: whitespace as a symbol, character by character, so that a subword piece
     keeps its own (" the" shows as "␣the", not as an indented "the"); any other character that shows no glyph of its
     own as its escape (`visible_char`), and a token that starts with a combining mark with that mark on a dotted
-    circle (◌́): alone, an accent sat on the space before it in a row of tokens, and a cell of a table was blank."""
-    shown = "".join(VISIBLE.get(ch) or visible_char(ch) for ch in token)
+    circle (◌́): alone, an accent sat on the space before it in a row of tokens, and a cell of a table was blank.
+    Where the output cannot encode what a character shows as (ASCII, Latin-1), the character's escape (`\\x20`,
+    `\\u2026`): the token is text, and no stand-in of the output's own characters tells it apart (see STAND_INS).
+    `encodings` names the output's encodings where it is not the terminal's: () for a UTF-8 page (`:report`)."""
+    narrow = narrow_outputs() if encodings is None else tuple(e for e in encodings if _narrow(e))
+    shown = "".join(_shown(ch, narrow) for ch in token)
     return "\u25cc" + shown if shown[:1] == token[:1] and combining(token[:1]) else shown
 
 
-def quoted(token: str) -> str:
+def _shown(ch: str, narrow: tuple[str, ...]) -> str:
+    """One character of a token as `visible` shows it on outputs of the encodings `narrow`."""
+    shown = VISIBLE.get(ch) or visible_char(ch)
+    return shown if not narrow or encodes(shown, narrow) else escaped(ch)
+
+
+def quoted(token: str, encodings: tuple[str, ...] | None = None) -> str:
     """A token in quotes inside a sentence, as `visible` shows it: '\\x1b', not repr's '\\\\x1b' (repr would
     escape the backslash of the escape); in double quotes where it holds a single one, as repr does."""
-    shown = visible(token)
+    shown = visible(token, encodings)
     return f'"{shown}"' if "'" in shown and '"' not in shown else f"'{shown}'"
 
 
@@ -216,8 +228,17 @@ def shade(frac: float) -> str:
 # --- an output that cannot encode Unicode ------------------------------------------------------------------------
 # Where standard output is ASCII or Latin-1 (PYTHONIOENCODING=ascii, a Latin-1 locale, LC_ALL=C with PYTHONUTF8=0), a
 # glyph it cannot encode is written as a stand-in of the same width: the charts' and tables' columns were laid out
-# in cells, so a box corner stays one character and a wide (CJK) character two. Rich draws its own tables in ASCII
-# there; these are the views' glyphs. Anything else is "?", as Python's errors="replace" writes it.
+# in cells, so a box corner stays one character. Rich draws its own tables in ASCII there; these are the views' glyphs.
+# The line between those glyphs and text: a stand-in is written only for a character of the views' own, one they draw
+# with (box lines, blocks, shades, a chart's marks) or write in their own words (…, ·, →, ±, θ); every other character
+# is text, the model's or the user's, and is written as its escape (\u2019, \u4e2d, \U0001f600), since a stand-in
+# there is itself a character a text may hold: "_" for a space read as an underscore, "~" for "…" as a tilde, and "?"
+# or "??" named every curly quote, Chinese character and emoji alike. The symbols for whitespace (␣ ↵ ⇥ ␍) stand for
+# the text's own characters, so they are written as those characters' escapes (\x20 \n \t \r). Text that the views
+# know to be text (a token through `visible`, generated text through `text_for_output`) is escaped before it is laid
+# out, so that a grid's columns are measured with the escapes; a "…" or "·" there is the text's, escaped, where the
+# same character of the views' own words is a stand-in. (`ascii_stand_in` stays the same-width stand-in of any
+# character, for what lays itself out in cells.)
 STAND_INS = {
     "…": "~", "·": ".", "•": "*", "×": "x", "±": "~", "→": ">", "←": "<", "⊙": "*", "�": "?",
     "●": "o", "▲": "^", "■": "#", "◆": "@", "✚": "+", "✖": "x", "★": "*", "▼": "v", "○": "o", "□": "%",
@@ -226,10 +247,11 @@ STAND_INS = {
     "␣": "_", "↵": "$", "⇥": ">", "␍": "<",
     "θ": "t", "Δ": "D", "σ": "s", "ε": "e", "π": "p", "µ": "u", "\u0302": "^",  # the hat of x̂ comes after its x
 }
+STANDS_FOR = {shown: ch for ch, shown in VISIBLE.items()}  # ␣ -> " ": the text's character a symbol shows
 
 
 def ascii_stand_in(ch: str) -> str:
-    """What an ASCII-only output writes for `ch` (see STAND_INS); as many characters as `ch` takes cells."""
+    """The ASCII stand-in for `ch` (see STAND_INS), as many characters as `ch` takes cells; "?" where it has none."""
     if ch in STAND_INS:
         return STAND_INS[ch]
     import unicodedata
@@ -242,18 +264,93 @@ def ascii_stand_in(ch: str) -> str:
     return "??" if unicodedata.east_asian_width(ch) in "WF" else "?"
 
 
+def views_glyph(ch: str) -> bool:
+    """Whether `ch` is a character of the views' own (STAND_INS, a box line), which an output that cannot encode it
+    writes as its stand-in; not a symbol for whitespace, which stands for text."""
+    import unicodedata
+
+    return ch in STAND_INS and ch not in STANDS_FOR or unicodedata.name(ch, "").startswith("BOX DRAWINGS")
+
+
+def escaped(ch: str) -> str:
+    """`ch` as an escape of ASCII characters: Python's (\\n, \\xe9, \\u2026, \\U0001f600), and \\x20 for a
+    space, which Python leaves as it is."""
+    return "\\x20" if ch == " " else ascii(ch)[1:-1]
+
+
+def ascii_written(ch: str) -> str:
+    """What an output that cannot encode `ch` writes for it: a views' glyph's stand-in, a whitespace symbol's
+    character's escape, any other character's escape (the line is drawn above STAND_INS)."""
+    if ch in STANDS_FOR:
+        return escaped(STANDS_FOR[ch])
+    return ascii_stand_in(ch) if views_glyph(ch) else escaped(ch)
+
+
+@functools.lru_cache(maxsize=None)
+def _narrow(encoding: str) -> bool:
+    """Whether `encoding` cannot encode the views' glyphs (an unknown one is left alone: its stream fails anyway)."""
+    try:
+        "█…".encode(encoding)
+    except UnicodeError:
+        return True
+    except LookupError:
+        return False
+    return False
+
+
+def narrow_outputs() -> tuple[str, ...]:
+    """The encodings of standard output and error, of the two, that cannot encode Unicode: () on a UTF-8 terminal,
+    ("ascii",) under PYTHONIOENCODING=ascii. Read as they are now (a test replaces sys.stdout)."""
+    encodings = (getattr(stream, "encoding", None) for stream in (sys.stdout, sys.stderr))
+    return tuple(dict.fromkeys(e for e in encodings if isinstance(e, str) and _narrow(e)))
+
+
+def encodes(text: str, encodings: tuple[str, ...]) -> bool:
+    """Whether every one of `encodings` encodes `text`."""
+    try:
+        for encoding in encodings:
+            text.encode(encoding)
+    except (UnicodeError, LookupError):
+        return False
+    return True
+
+
+def text_for_output(text: str) -> str:
+    """Text (generated, or a token's) with each character that the output cannot encode as its escape, before it is
+    laid out: on a UTF-8 output, `text` itself. Whitespace stays as it is, as every character it can encode."""
+    narrow = narrow_outputs()
+    if not narrow or text.isascii() or encodes(text, narrow):
+        return text
+    return "".join(ch if encodes(ch, narrow) else escaped(ch) for ch in text)
+
+
+def for_output(text: str) -> str:
+    """A message as an output that cannot encode it writes it (`ascii_written`, the views' glyphs left for the
+    stream's stand-ins, which take their width): escaped before it is laid out, so that it wraps at its real width."""
+    narrow = narrow_outputs()
+    if not narrow or text.isascii() or encodes(text, narrow):
+        return text
+    return "".join(ch if encodes(ch, narrow) or views_glyph(ch) else ascii_written(ch) for ch in text)
+
+
+def on_page(token: str) -> str:
+    """A token as `visible` shows it on a page written in UTF-8 (the report), whatever the terminal's encoding."""
+    return visible(token, encodings=())
+
+
 def _stand_ins(error: UnicodeError):
     if not isinstance(error, UnicodeEncodeError):
         raise error
-    return "".join(ascii_stand_in(ch) for ch in error.object[error.start:error.end]), error.end
+    return "".join(ascii_written(ch) for ch in error.object[error.start:error.end]), error.end
 
 
 STAND_IN_ERRORS = "minitf-stand-ins"
 
 
 def write_stand_ins(stream) -> None:
-    """Make `stream` (a text file such as sys.stdout) write stand-ins for what its encoding cannot encode, rather than
-    raise UnicodeEncodeError: a chart ended the command with "internal error" after the training it showed had run.
+    """Make `stream` (a text file such as sys.stdout) write stand-ins or escapes for what its encoding cannot encode
+    (`ascii_written`), rather than raise UnicodeEncodeError: a chart ended the command with "internal error" after the
+    training it showed had run.
     Nothing changes for a stream that encodes Unicode, or one that cannot be reconfigured."""
     import codecs
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from .core.errors import UserError
 from .core.paths import cut_middle, expand, gone_folder
 from .core.words import count
-from .palette import SCALE, heads_tell_apart, quoted, scale_hex, terminal_safe, visible
+from .palette import SCALE, heads_tell_apart, quoted, scale_hex, terminal_safe
+from .palette import on_page as visible  # the page is UTF-8: no escapes for an ASCII terminal's sake
 from .registry import clip
 from .render import fmt
 from .render.chart import axis_labels, uniform_label, uniform_loss
@@ -419,7 +420,7 @@ def teacher_forcing_html(scored) -> list[str]:
            "and a task's question).</p>"]
     spans = [f'<span class="tf" style="background:#ddd" title="given">{_esc(visible(scored.tokens[0]))}</span>']
     for t, token in enumerate(scored.tokens[1:]):
-        guess = f"best guess {quoted(scored.guesses[t])} {scored.guess_probs[t]:.2f}"
+        guess = f"best guess {quoted(scored.guesses[t], encodings=())} {scored.guess_probs[t]:.2f}"
         if not scored.counted[t]:
             spans.append(f'<span class="tf" style="background:#ddd" title="given; {_esc(guess)}">{_esc(visible(token))}'
                          "</span>")

@@ -212,10 +212,10 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
         console.print(heading, highlight=False)
         for row in rows:
             if len(row) == 3:  # a folded block
-                line = Text("  " + row[0], style="dim")
+                line = Text(row[0], style="dim")
                 if one_line or two_lines:
                     line.append(f"   {row[1]}   {row[2]} params", style="dim")
-                say(console, line)
+                say(console, line, indent=2, hang=2)
                 continue
             name, kind, shape, formula, params = row
             if one_line or two_lines:
@@ -227,11 +227,12 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
                 if two_lines and formula:
                     say(console, formula, "italic dim", indent=nw + 2)
             else:
-                line = Text(f"  {name}", style="bold")
+                line = Text(name, style="bold")
                 line.append(f" {kind}", style="dim")
                 if params:
                     line.append(f"  {params} params", style="dim")
-                say(console, line)
+                # a step's line that wraps goes on under its name, not at the margin of the section headings
+                say(console, line, indent=2, hang=2)
                 say(console, shape, indent=4)
                 if formula:
                     say(console, formula, "italic dim", indent=4)

@@ -965,7 +965,9 @@ def _download(url: str, timeout: float) -> bytes:
             "or download that file yourself and give its path as the data"
         ) from None
     except (urllib.error.URLError, OSError) as e:
+        # the reason's words without its "[Errno -2]", as every other message says an OSError (its strerror)
         reason = getattr(e, "reason", e)
+        reason = getattr(reason, "strerror", None) or reason
         where = "connect to the internet" if url == SHAKESPEARE_URL else "check the URL (MINITF_SHAKESPEARE_URL)"
         raise DataError(
             f"could not download tiny Shakespeare from {url} ({reason}); {where}, "

@@ -95,7 +95,26 @@ def default_checkpoint_dir() -> Path:
     minitf was started). $MINITF_CHECKPOINT_DIR too, as --checkpoint-dir is: a relative one was named as typed
     ("no checkpoints in ck yet"), where the option named the same folder in full."""
     env = _env(CHECKPOINT_ENV)
-    return expand(env, f"${CHECKPOINT_ENV}={env}").absolute() if env else Path("checkpoints").absolute()
+    if not env:
+        return Path("checkpoints").absolute()
+    named = f"${CHECKPOINT_ENV}={env}"
+    return expand(expand_variables(env, named), named).absolute()
+
+
+_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")  # $NAME or ${NAME}, as os.path.expandvars reads them
+
+
+def expand_variables(text: str, named: str) -> str:
+    """`text` with its $NAME and ${NAME} replaced by their values (os.path.expandvars), or a UserError naming one that
+    is not set. A variable set where no shell reads it (a systemd unit's Environment=, an .env file, a Dockerfile's
+    ENV in exec form) keeps its $HOME: `MINITF_CHECKPOINT_DIR=$HOME/x` made a folder named "$HOME" in the current one
+    ("no checkpoints in /tmp/s/$HOME/x yet"), where ~ was expanded. `named`: how the text was given."""
+    expanded = os.path.expandvars(text)
+    if os.name != "nt" and (left := _VARIABLE.search(expanded)):
+        name = left.group(1).strip("{}")
+        raise UserError(f"{named} names {left.group()}, a variable that is not set here; set {variable(name)}, or "
+                        f"give the path in full")
+    return expanded
 
 
 def _user_dir(kind: str, what: str, env: str, names: str = "a folder") -> Path:

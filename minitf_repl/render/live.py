@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core import distributed
-from ..palette import terminal_safe
+from ..palette import terminal_safe, text_for_output
 from ..reporter import Reporter
 from . import fmt
 from .chart import mark, uniform_loss
@@ -30,7 +30,7 @@ from .renderers import after_lines, after_stream, render, text_apart
 from .heatmap import unscaled
 from .tables import NARROW, add_row, fits
 from .watch import watch_view
-from .words import Words, WordStream, on_a_terminal, say, write_raw, writes_raw
+from .words import Words, WordStream, is_a_terminal, on_a_terminal, say, write_raw, writes_raw
 
 EVALUATION = "val batches"  # how a training run's evaluation is named in its progress lines ("val batches: 4/8")
 PROGRESS_LINES_AFTER = 1.0  # seconds a work goes on before its quarters are said as lines (where no bar is drawn)
@@ -425,8 +425,9 @@ class RichReporter(Reporter):
         # (progress_line), :compare a line per contender's evaluation, and :checks, :lrfind and :context a line at
         # each quarter; no bar, which only redraws. Not where piped input's output is a file, which the final table
         # goes to as well: it says it all, once.
-        dumb = live is None and console.is_terminal and console.is_dumb_terminal
-        self.live = (console.is_terminal and not dumb) if live is None else live
+        # a terminal by the file, not by FORCE_COLOR (is_a_terminal): a log written with colour draws no bar in it
+        dumb = live is None and is_a_terminal(console) and console.is_dumb_terminal
+        self.live = (is_a_terminal(console) and not dumb) if live is None else live
         self.lines = (lines or dumb) and not self.live
         self.stream = stream
         self._announced = False
@@ -718,8 +719,9 @@ class RichReporter(Reporter):
         if self._words is None:
             self._words = WordStream(self.out)
         if prompt:
-            self._words.write(terminal_safe(prompt), "bold")  # the vocabulary's control characters escaped
-        self._words.write(terminal_safe(text))
+            # the vocabulary's control characters escaped, and what the output cannot encode (text_for_output)
+            self._words.write(text_for_output(terminal_safe(prompt)), "bold")
+        self._words.write(text_for_output(terminal_safe(text)))
 
     def notice(self, text: str) -> None:
         say(self.console, text, "yellow")

@@ -29,7 +29,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
 
-from ..palette import is_active, terminal_safe, write_stand_ins
+from ..palette import for_output, is_active, terminal_safe, text_for_output, write_stand_ins
 
 # A number and its unit are one word ("1.8 s", "340 MB"), as type-setters join them: a line that ends "1.8" leaves
 # the reader a bare number. A unit is a symbol of time or size alone; "60 steps" may part like any two words.
@@ -105,6 +105,7 @@ class _Console(Console):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.told_terminal = kwargs.get("force_terminal")  # None: the file says (is_a_terminal), not FORCE_COLOR
         # a width given, or $COLUMNS, as Rich reads them (which it then ignores on a dumb terminal without $LINES):
         # kept here, where Rich keeps its own in a private attribute
         columns = (kwargs.get("_environ") or os.environ).get("COLUMNS", "")
@@ -160,11 +161,27 @@ def console_for(**options) -> Console:
     return console
 
 
+def is_a_terminal(console: Console) -> bool:
+    """Whether `console` is to draw as on a terminal (redraw a live bar, hide the cursor): Rich's `is_terminal`, less
+    what FORCE_COLOR (or TTY_COMPATIBLE=1) makes of a file or a pipe. Rich takes those for a terminal, and a
+    `FORCE_COLOR=1 minitf train > run.log` held the live bar's redraws and none of the lines per evaluation; they ask
+    for colour, which Rich still gives. A console told force_terminal by its maker (console_for's, a test's) is what
+    it was told."""
+    told = getattr(console, "told_terminal", None) if isinstance(console, _Console) else console.is_terminal
+    if told is not None:
+        return told
+    try:
+        return console.file.isatty()
+    except (AttributeError, ValueError, OSError):  # no file, or a closed one
+        return False
+
+
 def on_a_terminal(console: Console) -> bool:
     """Whether what `console` writes lands on a terminal, in front of a person. Not `is_terminal` alone: piped input's
     consoles are told they are no terminal (force_terminal=False: no colour, no animation) and may still write to
-    one (`printf ':gen raw=on\n' | minitf`), where a message must wrap at spaces and generated text stay escaped."""
-    if console.is_terminal:
+    one (`printf ':gen raw=on\n' | minitf`), where a message must wrap at spaces and generated text stay escaped; and
+    FORCE_COLOR makes a file or a pipe one for Rich (`is_a_terminal`), where a message stays one line."""
+    if is_a_terminal(console):
         return True
     try:
         return console.file.isatty()
@@ -176,7 +193,7 @@ def say(console: Console, message, style: str = "", indent: int = 0, hang: int =
     """Print one message (a str, taken literally, or a Text) under the wrapping rule above, `indent`
     cells in (and `hang` more after the first line). crop=False: a word wider than the console is printed
     whole, for the terminal to wrap."""
-    text = message if isinstance(message, Text) else Text(terminal_safe(str(message)), style=style)
+    text = message if isinstance(message, Text) else Text(for_output(terminal_safe(str(message))), style=style)
     console.print(Words(text, indent, hang), highlight=False, crop=False)
 
 
@@ -253,10 +270,11 @@ class WordStream:
 # --- text from the model's vocabulary -------------------------------------------------------------
 def model_text(text: str, console: Console, style: str = "") -> Text:
     """Text from the model's vocabulary, safe for a terminal: each character that would act on one
-    (ESC, other controls, bidi overrides) shown as its escape, dimmed (palette.terminal_safe)."""
+    (ESC, other controls, bidi overrides) shown as its escape, dimmed (palette.terminal_safe), and each the output
+    cannot encode as its escape (palette.text_for_output: "…" is not the stand-in "~" of the views' own "…")."""
     out = Text(style=style)
     for ch in text:
-        out.append(terminal_safe(ch), style="dim" if is_active(ch) else "")
+        out.append(text_for_output(terminal_safe(ch)), style="dim" if is_active(ch) else "")
     return out
 
 
