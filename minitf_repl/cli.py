@@ -750,8 +750,21 @@ def _undecodable(words: list[str]) -> str | None:
     shown = undecodable(words)
     if shown is None:
         return None
+    if all(_utf8_under_another_locale(word) for word in words):  # `LC_ALL=C minitf tok héllo`: the locale's doing
+        return (f"a word of the command line was read in this locale's encoding, {sys.getfilesystemencoding()}, "
+                f"which cannot read its bytes ({shown}); start minitf under a UTF-8 locale (LC_ALL=C.UTF-8 minitf ...)")
     return (f"a word of the command line is not UTF-8 text (bytes {shown}); give it as UTF-8 text (a terminal set to "
             "another encoding sends its characters so: set it to UTF-8)")
+
+
+def _utf8_under_another_locale(word: str) -> bool:
+    """Whether `word`'s bytes, as the command line gave them, are UTF-8 text: then a locale that is not UTF-8 read
+    them (Python decodes argv in the locale's encoding), and the word itself is right."""
+    try:
+        os.fsencode(word).decode("utf-8")
+    except UnicodeError:
+        return False
+    return True
 
 
 def _help_word(args: list[str], commands, options=()) -> list[str]:

@@ -248,6 +248,9 @@ class FrontDoor:
         # (only a line holding Python's stand-ins for bytes is split: shlex took minutes over a 10-MB line)
         if UNDECODED.search(line) and (shown := undecodable(_words(line))) is not None:
             # a terminal's UTF-8 read under a C locale: "2 characters not in the vocabulary: '\udca9' '\udcc3'"
+            if not self.front.keyboard:  # a script read from a pipe or a file (repl.stdin_lines reads it as UTF-8)
+                self._error(f"bytes that are not UTF-8 text ({shown}); save the script as UTF-8 (iconv -t utf-8)")
+                return FAILED
             encoding = sys.stdin.encoding or "ascii"
             utf8 = codecs.lookup(encoding).name == "utf-8"  # then the terminal sends another encoding than UTF-8
             fix = ("set the terminal to UTF-8 (it sends another encoding)" if utf8 else

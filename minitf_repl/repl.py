@@ -106,7 +106,9 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
 
 
 def stdin_lines(stream=None) -> Iterable[str]:
-    """Lines of standard input as text; bytes that are not UTF-8 become U+FFFD, never an exception. A UTF-8 byte
+    """Lines of standard input as text; bytes that are not UTF-8 become Python's stand-ins for bytes (lone
+    surrogates), never an exception, which the front door refuses as bytes (U+FFFD was blamed on the vocabulary,
+    "1 character not in the vocabulary: '\ufffd'; ... train on data that contains it"). A UTF-8 byte
     order mark that starts a line (a script saved by Notepad or PowerShell; each of several such files joined, `cat
     a.txt b.txt | minitf`) is no text: it was read as the line's first character, so that `:train` there became a
     prompt the vocabulary could not read. A lone "\r" ends a line too, as in a paste (run_pasted) and a data file: a
@@ -114,7 +116,7 @@ def stdin_lines(stream=None) -> Iterable[str]:
     ("`:set` ... not both: :set :set shows")."""
     stream = stream if stream is not None else sys.stdin.buffer
     for raw in stream:
-        yield from (line.removeprefix("\ufeff") for line in re.split(r"\r(?!\n)", raw.decode("utf-8", "replace")))
+        yield from (line.removeprefix("\ufeff") for line in re.split(r"\r(?!\n)", raw.decode("utf-8", "surrogateescape")))
 
 
 # --- history -----------------------------------------------------------------------------------

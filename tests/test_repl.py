@@ -204,13 +204,13 @@ def test_run_lines_exit_status_1_after_any_failure_and_goes_on():
     assert out.file.getvalue().count("d_model") == 1  # ran after the error, not after :quit
 
 
-def test_non_utf8_stdin_is_replaced_then_reported_as_unknown_characters():
+def test_non_utf8_stdin_is_read_as_bytes_then_reported_as_not_utf8():
     lines = list(repl.stdin_lines(io.BytesIO(b":data sort\n\xff\xfe12\n")))
-    assert lines == [":data sort\n", "\ufffd\ufffd12\n"]
+    assert lines == [":data sort\n", "\udcff\udcfe12\n"]  # Python's stand-ins for the bytes, not U+FFFD
     out, err = consoles()
     code = repl.run_lines([TINY] + lines, Session(), out, err)
     assert code == 1
-    assert "not in the vocabulary" in err.file.getvalue()
+    assert "not UTF-8 text (\\xff \\xfe); save the script as UTF-8" in err.file.getvalue()
     assert err.file.getvalue().count("\n") == 1
 
 

@@ -147,3 +147,30 @@ def test_the_report_page_shows_a_token_as_on_a_utf8_terminal_whatever_the_termin
     monkeypatch.setattr("sys.stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     assert palette.visible(" a\u2026") == "\\x20a\\u2026"  # the terminal's, where it cannot encode them
     assert report.visible(" a\u2026") == "\u2423a\u2026" and palette.quoted("\u2026", encodings=()) == "'\u2026'"
+
+
+def test_a_scripts_bytes_that_are_not_utf8_are_said_to_be_so_not_blamed_on_the_vocabulary():
+    """`printf ':gen h\\xe9llo' | minitf`: the byte was U+FFFD, "not in the vocabulary; train on data that holds it"."""
+    import io
+
+    from test_commands import tiny_session
+
+    from minitf_repl import repl
+
+    from test_hostile import drive
+
+    lines = list(repl.stdin_lines(io.BytesIO(b":gen h\xe9llo n=2\n")))
+    code, _, said = drive(tiny_session(), *lines)
+    assert "not UTF-8 text (\\xe9)" in said and "save the script as UTF-8" in said and "vocabulary" not in said, said
+
+
+def test_a_command_line_word_in_utf8_under_a_c_locale_is_said_to_be_the_locales_doing(monkeypatch):
+    """`LC_ALL=C minitf tok héllo`: c3 a9 is UTF-8, so "is not UTF-8 text" was false; the locale read it."""
+    from minitf_repl import cli
+
+    word = b"h\xc3\xa9llo".decode("ascii", "surrogateescape")  # as Python reads argv under an ASCII locale
+    monkeypatch.setattr(cli.os, "fsencode", lambda w: w.encode("ascii", "surrogateescape"))
+    said = cli._undecodable([word])
+    assert "UTF-8 locale (LC_ALL=C.UTF-8 minitf" in said and "not UTF-8 text" not in said, said
+    latin1 = b"h\xe9llo".decode("ascii", "surrogateescape")  # Latin-1 bytes: no locale reads them as UTF-8
+    assert "is not UTF-8 text (bytes \\xe9)" in cli._undecodable([latin1])
