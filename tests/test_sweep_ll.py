@@ -143,8 +143,8 @@ def test_a_thread_count_moved_during_a_run_is_said_once_and_the_setting_says_wha
     summary = trainer.run(on_notice=notes.append)
     moved = [n for n in summary.notes if "thread" in n]
     assert notes == summary.notes and len(moved) == 1
-    assert "last digits" in moved[0] and "threads=" in moved[0]
-    assert "last digits" in ShellConfig.spec("threads").help
+    assert "third decimal" in moved[0] and "threads=" in moved[0]
+    assert "third decimal" in ShellConfig.spec("threads").help
 
 
 def test_set_steps_while_a_long_run_is_stopped_writes_its_length_as_every_line_does():

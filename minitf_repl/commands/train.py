@@ -18,7 +18,7 @@ from rich.console import Console
 
 from ..core import distributed
 from ..core.catalog import TASKS
-from ..core.config import TrainConfig
+from ..core.config import PRODUCTS_ENV, TrainConfig
 from ..core.errors import PeerLost, TrainingDiverged, UserError, is_out_of_memory
 from ..core.sizes import check_memory_free, check_trainable, parameter_count
 from ..core.watch import ONE_BLOCK, WATCH_VIEWS, WatchFrame, Watcher
@@ -135,17 +135,25 @@ class TrainResult:
     # under torchrun: (processes, batch_size each), for the line after the save: the lines that continue a checkpoint
     # are one process's, which at the same batch_size trains on 1/N of the global batch (the checkpoint records no N)
     launch: tuple[int, int] | None = field(default=None, metadata={"view_only": True})
-    # torch's threads at the end of the run: a float32 sum splits by the thread count, so the last digits of a run's
-    # numbers move with it (compare runs at one count)
+    # torch's threads at the end of the run: a float32 sum splits by the thread count, so a run's numbers move with
+    # it, from about the third decimal on and more as the run goes (compare runs at one count)
     threads: int | None = None
     # the CPU the steps ran on, to compare the numbers with another machine's (core.device.cpu_kind: its model,
     # cores and bfloat16 units, which dtype=auto goes by); None: not run on the CPU
     cpu: str | None = None
+    # "oneDNN" or "MKL": the kernel this command's float32 products on the CPU ran on (a float32 run's steps, any
+    # run's evaluations), which each process chooses by timing them unless $MINITF_PRODUCTS names one: the two round
+    # differently, so two processes at one thread count gave other losses from step 3; null where none ran or no
+    # kernel is chosen (off the CPU, fast_path=off)
+    cpu_float32_products: str | None = None
     # the seconds this command's steps and evaluations added to the table's elapsed (a continued run's table counts
     # from the run's first step): `seconds` holds the drawing between steps as well
     run_seconds: float = 0.0
     # the validation batches each evaluation read, for the table's legend ("8 held-out batches"); None: not said
     eval_batches: int | None = field(default=None, metadata={"view_only": True})
+    # a continued run: (the dtype, the step) of the step before this command's where it is not this command's dtype (a
+    # :set dtype= while the run was stopped), which the summary says: it named float32 alone for a run half bfloat16
+    dtype_before: tuple[str, int] | None = field(default=None, metadata={"view_only": True})
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -199,11 +207,14 @@ def read_again(session: Session, reporter: Reporter) -> None:
           path=True, browse="files"),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)", kept=True),
     # the same seed repeats a run's numbers only at the same thread count: threads=auto picks it from the machine's
-    # load, and two runs of one seed differed in the fourth decimal with nothing to say why
+    # load, and two runs of one seed differed in the fourth decimal with nothing to say why; and, for float32
+    # products, on the same kernel, which each process times for itself (core.fastpath.onednn_faster)
     param_from_setting(TrainConfig.spec("seed"),
                        help="seed of the batch order and the validation batches, and of the weights of a model this "
                             "command builds (kept); on a CPU, float sums split across another thread count differ "
-                            "in their last digits (the summary names the count; threads=N fixes it)",
+                            "from about the third decimal on, more as the run goes (the summary names the count; "
+                            "threads=N fixes it), and so do float32 products on the other kernel (the summary "
+                            f"names it; ${PRODUCTS_ENV}=onednn or =torch fixes it)",
                        kept=True),
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),
@@ -221,7 +232,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=21)  # fmt: skip
+], json_version=22)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -367,8 +378,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                 session.rollback(snapshot)  # this command's settings go back with it
                 raise
         reporter.notice(f"the run goes on into checkpoint {named}, as its {option('save')} asked")
-    step_before = trainer.step
+    step_before, dtype_before = trainer.step, trainer.trained_dtype
     schedule, constant_lr, constant_from = "new", None, None
+    dropped = None  # (steps left, steps) of a stopped run this command's new run drops: a divergence brings it back
     if resumed:
         schedule, constant_lr = ("continue", trainer.run_constant_lr) if trainer.run_constant_lr else ("new", None)
         if constant_lr is not None and constant_lr > train_config.lr * (1 + 1e-6):
@@ -393,6 +405,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             capped = final if final <= train_config.lr * (1 + 1e-6) else train_config.lr
             schedule, constant_lr = "continue", args["lr"] if args["lr"] is not None else capped
         left, stopped_steps = trainer.run_remaining, trainer.run_steps
+        dropped = (left, stopped_steps) if left > 0 else None
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
         if left > 0:  # steps=, lr=, schedule= or data= start a new run: the stopped one cannot go on after it
             # at the rate the stop left, held: a run stopped part-way had not decayed, and "a new run" read as one
@@ -444,7 +457,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     except TrainingDiverged as e:
         session.rollback(snapshot)
         raise _diverged(session, train_config.lr, e, switched, train_config.optimizer,
-                        train_config.weight_decay, given=args["lr"] is not None) from None
+                        train_config.weight_decay, given=args["lr"] is not None, dropped=dropped) from None
     except UserError:
         session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
         raise
@@ -524,6 +537,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         folder=str(session.checkpoint_dir),
         launch=(ranks, train_config.batch_size) if (ranks := distributed.world_size()) > 1 else None,
         eval_batches=train_config.eval_batches,
+        dtype_before=((dtype_before, step_before) if resumed and summary.steps and dtype_before is not None
+                      and dtype_before != summary.dtype else None),
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
@@ -635,14 +650,17 @@ def _same_run_frames(kept: list[WatchFrame], first: WatchFrame, run_start: int) 
 
 
 def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | None = None,
-              optimizer: str | None = None, weight_decay: float = 0.0, given: bool = False) -> TrainingDiverged:
+              optimizer: str | None = None, weight_decay: float = 0.0, given: bool = False,
+              dropped: tuple[int, int] | None = None) -> TrainingDiverged:
     """The divergence, said with a rate known to work: the last one that trained here without diverging
     (or the default of this optimizer on this data, its recipe: AdamW's is not Muon's), unless that is not
     lower; then a tenth. Where that rate times weight_decay is still 1 or more, the decay is named instead: each
     step multiplies the matrices by 1 - lr * weight_decay, so past 1 they flip sign and grow (`weight_decay=1e19`
     was told to lower the rate to 0.001, which diverged as well). `given`: the rate was this :train's own (`lr=`),
     which a setting does not override: the way on is :train's own option (`minitf --set lr=0.01 train --lr 1000`
-    diverged again as told)."""
+    diverged again as told). `dropped`: (steps left, steps) of the stopped run whose drop this command announced,
+    which the roll-back brought back: said so, with the line that goes on with it, and what a new run's line drops
+    (`:train steps=30 lr=1e6` after a stop offered `:train lr=0.01`, which dropped the stopped run again unsaid)."""
     from ..core.recipes import recipe, recipe_label
 
     optimizer = optimizer or session.train_config.optimizer
@@ -663,6 +681,12 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
             step=e.step, what=e.what, value=e.value, broken=e.broken)
     back = (f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
             f"back at step {session.trainer.step}, where this training began{f' ({switched})' if switched else ''}. ")
+    again = ""  # what the suggested line drops
+    if dropped is not None:
+        left, steps = dropped
+        back += (f"The stopped run is kept, its last {count(left, 'step')} of {steps:,} with it: {cmd('train')} alone "
+                 "goes on with it. ")
+        again = f" (a new run again: it drops the stopped run's last {count(left, 'step')})"
     if suggestion * weight_decay >= 1:  # the rate it would suggest diverges too: the decay is what to lower
         decay = TrainConfig.spec("weight_decay").default
         return TrainingDiverged(
@@ -672,7 +696,7 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
         )
     if given:
         return TrainingDiverged(back + f"Lower the learning rate ({lr:g} diverged; {suggestion:g} {why}): "
-                                f"{cmd('train', lr=suggestion)}", step=e.step, what=e.what, value=e.value)
+                                f"{cmd('train', lr=suggestion)}{again}", step=e.step, what=e.what, value=e.value)
     return TrainingDiverged(
         back + "Lower the learning rate "
         f"({lr:g} diverged; {suggestion:g} {why})",
@@ -782,12 +806,21 @@ def bpc_words(bpc: float, tokens_per_char: float | None) -> str:
 def speed_parts(result: TrainResult) -> list[str]:
     """What the summary adds for the speed switches: the dtype the steps ran in ("float32" too: where dtype=auto
     chose it, nothing said so, and the README sends a user to this line to learn which it chose), on a CPU with
-    the threads it ran on ("float32 on 2 CPU threads"), "compiled in 41.2 s"."""
+    the threads it ran on ("float32 on 2 CPU threads") and the kernel of its float32 products ("MKL's products"),
+    "compiled in 41.2 s"."""
     parts = [result.dtype]
     if result.cpu is not None and result.threads:
         # a float32 sum split across threads adds in another order at another count: the same seed gave 2.6415 in one
         # process and 2.6419 in the next, threads=auto having picked the count from the machine's load, unsaid
         parts[-1] += f" on {count(result.threads, 'CPU thread')}"
+    if result.cpu_float32_products is not None:
+        # the other thing a process picks for itself that moves a run's numbers (core.fastpath.onednn_faster): at one
+        # thread count, float32 runs on MKL and oneDNN parted at step 3 with nothing said
+        evaluations = "" if result.dtype == "float32" else " float32 products in its evaluations"
+        parts[-1] += f", {result.cpu_float32_products}'s{evaluations or ' products'}"
+    if result.dtype_before is not None:  # the run's earlier steps, in another (:set dtype= while it was stopped)
+        dtype, step = result.dtype_before
+        parts.append(f"{dtype} at step {step:,}, the step before these")
     if result.compile_seconds is not None:
         # a run of the compiling step alone (stopped at step 1) has no other step: its tokens/s is that step's
         counted = "its one step's tokens/s counts it" if result.steps == 1 else "not in tokens/s"

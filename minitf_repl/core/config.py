@@ -39,6 +39,9 @@ NORM_PLACEMENTS = ("pre", "post")
 ATTENTION_IMPLS = ("explicit", "sdpa")
 OPTIMIZERS = ("adamw", "muon")
 TRAIN_DTYPES = ("auto", "float32", "bfloat16")  # core/precision.py: what each means
+# The variable that names the kernel of the float32 products on a CPU (core.fastpath.products_choice), else measured
+# once a process: here, without torch, so that the settings' help can name it
+PRODUCTS_ENV = "MINITF_PRODUCTS"
 
 
 # --- what a setting is ---------------------------------------------------------------------------
@@ -539,10 +542,16 @@ class TrainConfig(Settings):
                                 aliases=("eval_iters",))
     # the validation batches too (Trainer.evaluate): a new seed scores other val text, and the same model's val loss
     # moved with it, which its help did not say
-    # the same seed repeats a run's numbers at the same thread count only (threads=auto reads the machine's load)
+    # the same seed repeats a run's numbers at the same thread count only (threads=auto reads the machine's load), and
+    # its float32 products on the same kernel only, which each process times for itself (core.fastpath): two
+    # processes at threads=1 gave float32 losses apart from step 3. Neither moves only the last digits: a bfloat16
+    # run at 1 and 2 threads read 2.6292 and 2.6279 at step 80
     seed: int = setting(1337, "seed of the initial weights, the batch order and the validation batches; on a CPU, "
-                        "another thread count sums floats in another order, which moves the last digits (the shell's "
-                        "threads=N fixes it; in Python, torch.set_num_threads(N))", low=0, limit=2**63 - 1)
+                        "another thread count sums floats in another order, which moves a run's numbers from about "
+                        "the third decimal on, more as it goes (the shell's threads=N fixes it; in Python, "
+                        "torch.set_num_threads(N)), and so does the other kernel for float32 products, which each "
+                        f"process picks by timing both (${PRODUCTS_ENV}=onednn or =torch fixes it)",
+                        low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
                          "optimizer state stay float32); auto: bfloat16 where the device multiplies it natively (a "

@@ -59,9 +59,11 @@ AMD EPYC Zen 5 a linear layer's forward and backward ran 1.26x to 1.87x faster t
 benchmarks' shapes (median 1.54x, `bench/onednn.py`), and the float32 training step 1.30x to 1.35x
 (`bench/nanogpt.py`'s "MKL" row). Elsewhere the two may tie or MKL may win, so the process measures
 once, at the first float32 product, and takes oneDNN only where it was at least
-`ONEDNN_FROM_SPEEDUP` times faster (`onednn_faster`; `:device` and `bench/nanogpt.py` print the
-answer). Operands reach it contiguous or plainly transposed (`_dense`). The numbers differ from
-MKL's by float32 rounding only.
+`ONEDNN_FROM_SPEEDUP` times faster (`onednn_faster`; `:device`, `:train`'s summary and JSON and
+`bench/nanogpt.py` print the answer). Operands reach it contiguous or plainly transposed (`_dense`).
+The numbers differ from MKL's by float32 rounding only, but a run carries that on: two processes at
+threads=1, one on each kernel, gave float32 losses apart from step 3 (4.293055057 and 4.293055534),
+so a run repeats exactly only with $MINITF_PRODUCTS set as well as threads=N.
 
 Decoding with the KV cache (`core.generate`) runs this path too, with the same rule: the model's
 `LayerKV` buffers, absolute positions from the cache's length, the fused kernel for the one new
@@ -85,6 +87,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from .config import PRODUCTS_ENV
 from .model import FeedForward, KVCache, LayerKV
 
 
@@ -364,9 +367,8 @@ class _GELUFeedForward(torch.autograd.Function):
 ONEDNN_FROM_SPEEDUP = 1.15
 ONEDNN_WARM_ROUNDS, ONEDNN_ROUNDS, ONEDNN_ATTEMPTS = 5, 15, 3  # onednn_faster: untimed rounds, timed, attempts
 ONEDNN_PASSES = 2  # attempts that must show the speedup: one was a coin toss on a busy machine
-# $MINITF_PRODUCTS: onednn (mkldnn, torch's name for it), or torch (mkl: the same, MKL being torch's own), decides
-# without measuring; unset or any other value: measured (onednn_faster)
-PRODUCTS_ENV = "MINITF_PRODUCTS"
+# $MINITF_PRODUCTS (PRODUCTS_ENV): onednn (mkldnn, torch's name for it), or torch (mkl: the same, MKL being torch's
+# own), decides without measuring; unset or any other value: measured (onednn_faster)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -413,12 +415,35 @@ def choose_products(model: nn.Module) -> None:
         onednn_pays(weight[:1], weight)
 
 
+# Whether a product went through the choice of kernel since `float32_products_chosen(reset=True)`: a training run
+# records the kernel its float32 products ran on only where some did (a bfloat16 step's products are autocast's, an
+# evaluation's are float32), since the two kernels round differently and so tell two processes' runs apart.
+_chosen = [False]
+
+
 def onednn_pays(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether this product goes to oneDNN: float32 on the CPU, outside autocast and torch.compile, and this
-    CPU measured faster with oneDNN (`onednn_faster`)."""
-    return (x.device.type == "cpu" and x.dtype is torch.float32 and weight.dtype is torch.float32
-            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
-            and onednn_faster())
+    CPU measured faster with oneDNN (`onednn_faster`). A product that the choice decides is counted
+    (`float32_products_chosen`)."""
+    if not (x.device.type == "cpu" and x.dtype is torch.float32 and weight.dtype is torch.float32
+            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()):
+        return False
+    _chosen[0] = True
+    return onednn_faster()
+
+
+def float32_products_chosen(reset: bool = False) -> bool:
+    """Whether a float32 CPU product took the kernel `onednn_faster` chose since the last reset; `reset`: start
+    counting again (answers False)."""
+    if reset:
+        _chosen[0] = False
+    return _chosen[0]
+
+
+def products_kernel() -> str:
+    """"oneDNN" or "MKL": the kernel the fast path's float32 CPU products run on in this process (`onednn_faster`,
+    or $MINITF_PRODUCTS), as :device names it."""
+    return "oneDNN" if onednn_faster() else "MKL"
 
 
 def products_choice() -> str | None:

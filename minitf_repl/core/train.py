@@ -32,7 +32,7 @@ from .config import TrainConfig
 from .data import bits_per_char, val_tokens_per_char
 from .device import resolve_device
 from .errors import ConfigError, DataError, DeviceError, PeerLost, TrainingDiverged
-from .fastpath import FastPath, listened
+from .fastpath import FastPath, float32_products_chosen, listened, products_kernel
 from .history import History, StepInfo
 from .memory import release_freed
 from .model import require_model
@@ -44,10 +44,12 @@ from .words import count
 
 
 # Said once per trainer when threads=auto moves torch's thread count during a run: a product or a sum split across
-# another number of threads adds in another order, so the same run with the same seed gives other last digits.
+# another number of threads adds in another order, and a run carries the difference on: one bfloat16 run of 100 steps
+# at threads=1 and 2 gave train losses of 2.6292 and 2.6279 at step 80, not numbers apart in their last digits.
 THREADS_MOVED = ("threads=auto moved torch's CPU thread count during this run (other work started or stopped on the "
                  "machine): a sum split across another number of threads adds in another order, so a run's numbers "
-                 "differ in their last digits from the same run at a fixed count; threads=N holds the count")
+                 "differ from the same run's at a fixed count from about the third decimal on, more as it goes; "
+                 "threads=N holds the count")
 
 
 # Where good weights come from after weights broke (nan, inf, or too large to read a batch): no rate mends them.
@@ -76,6 +78,10 @@ class RunSummary:
     # the seconds this call's steps and evaluations added to the run's elapsed, as the loss table counts them:
     # `seconds` (the call's wall time) holds what a caller does between steps too (drawing a live table)
     run_seconds: float = 0.0
+    # "oneDNN" or "MKL": the kernel this call's float32 CPU products ran on, which each process chooses (core.fastpath:
+    # measured, or $MINITF_PRODUCTS) and which moves a run's numbers; None where none ran (off the CPU, fast_path=off,
+    # a bfloat16 step's products without an evaluation)
+    cpu_float32_products: str | None = None
 
 
 def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
@@ -328,7 +334,8 @@ class Trainer:
         `on_evaluate(done, eval_batches)` after each validation batch of an evaluation (Trainer.evaluate's on_batch).
         `stop_evaluation()`, asked between an evaluation's batches (a person's stop request; not should_stop, which a
         caller running steps in chunks makes true at the step it evaluates after): True abandons the evaluation, the
-        step stays unevaluated, on_notice says so, and the run stops before its next step.
+        step stays unevaluated, on_notice says so, and the run stops before its next step. A call that goes on with
+        that run measures that evaluation first, into the step's history row (`_measure_missing_evaluation`).
         """
         # Steps train in train mode (dropout on); the model is left in the mode it came in, as every view leaves it:
         # a script's model.eval() before a run still holds after it (it was left in train mode, dropout on)
@@ -365,6 +372,9 @@ class Trainer:
         self._join_ranks()
         ranks = distributed.world_size() if self._ddp is not None else 1  # speeds count the tokens of all ranks
         compile_seconds, compiled, compile_tokens = None, False, 0
+        float32_products_chosen(reset=True)
+        if self._evaluation_missing():  # a stop cut the last step's evaluation short: measured before the next step
+            cut = self._measure_missing_evaluation(on_notice, on_evaluate, stop_evaluation)
         while self.run_remaining > 0:
             if self._peer_safe(self._stop_requested, lambda: cut or (should_stop is not None and should_stop())):
                 stopped = True
@@ -435,14 +445,8 @@ class Trainer:
                     info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
                 except EvaluationStopped as e:  # the step stands, unevaluated, and the run stops before the next
                     cut = True
-                    if on_notice is not None and e.val_loss is not None:  # every batch scored: "stopped after 8 of
-                        # 8 batches: its val loss was not measured" threw a whole loss away
-                        on_notice(f"the evaluation after step {self.step:,} was stopped before the task's accuracy: "
-                                  "its val loss was measured, its accuracy not")
-                    elif on_notice is not None:  # a stop asked during the step itself skips its evaluation whole
-                        how = (f"stopped after {e.done} of {count(e.total, 'batch', 'batches')}" if e.done else
-                               "skipped (the stop came during the step)")
-                        on_notice(f"the evaluation after step {self.step:,} was {how}: its val loss was not measured")
+                    if on_notice is not None:
+                        on_notice(self._evaluation_stopped_line(e))
                     info.val_loss, info.accuracy = e.val_loss, None
                 # a finite loss and gradient can still make an update that ruins the weights (lr=1e39); under DDP
                 # rank 0 alone evaluates, so the next step's loss, checked on every rank alike, says it there
@@ -480,7 +484,65 @@ class Trainer:
             seconds=time.perf_counter() - call_start, run_seconds=self.run_elapsed - elapsed_before,
             dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds,
             notes=notes, threads=torch.get_num_threads(),
+            cpu_float32_products=products_kernel() if float32_products_chosen() else None,
         )
+
+    def _evaluation_stopped_line(self, e: EvaluationStopped, again: bool = False) -> str:
+        """What a stop during the evaluation after this step left unmeasured (`again`: the one a continued run measures
+        first, `_measure_missing_evaluation`), and that continuing the run measures it."""
+        if e.val_loss is not None:  # every batch scored: "stopped after 8 of 8 batches: its val loss was not
+            # measured" threw a whole loss away
+            return (f"the evaluation after step {self.step:,} was stopped {'again ' if again else ''}before the task's "
+                    "accuracy: its val loss was measured, its accuracy not")
+        # a stop asked during the step itself skips its evaluation whole
+        how = (f"stopped {'again ' if again else ''}after {e.done} of {count(e.total, 'batch', 'batches')}" if e.done
+               else "skipped again (the stop came before its first batch)" if again
+               else "skipped (the stop came during the step)")
+        # a stopped run's point was missing for good from its history, where the unbroken run's has it
+        return (f"the evaluation after step {self.step:,} was {how}: its val loss was not measured; continuing the "
+                "run measures it first")
+
+    def _evaluation_missing(self) -> bool:
+        """Whether the run goes on from a step whose evaluation a stop cut short (EvaluationStopped): the history's
+        last row is this run's step self.step, where it evaluates, without a val loss (or a task's accuracy); and
+        this process evaluates (under DDP, rank 0). Read from the history, so that a checkpoint saved at the stop
+        (the autosave) goes on the same way."""
+        if not self.history or self.run_remaining <= 0 or (self._ddp is not None and not distributed.is_main()):
+            return False
+        row = self.history[-1]
+        run_step = row.get("run_step")
+        return (row.get("step") == self.step and run_step == self.step - self.run_start
+                and row.get("run_steps") == self.run_steps and run_step % self.config.eval_every == 0
+                and (row.get("val_loss") is None
+                     or (row.get("accuracy") is None and getattr(self.data, "accuracy", None) is not None)))
+
+    def _measure_missing_evaluation(self, on_notice, on_evaluate, stop_evaluation) -> bool:
+        """Measure the evaluation a stop cut short (`_evaluation_missing`) into the history's last row, before the
+        run's next step. The weights are that step's, bit for bit, and the validation batches come from a generator
+        of their own (`evaluate`), so it is the number the unbroken run measured there. True: a stop cut it short
+        again, and the run stops before its next step (what was measured, a task's val loss, is kept)."""
+        t0 = time.perf_counter()
+        try:
+            val_loss, accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
+        except EvaluationStopped as e:
+            if e.val_loss is not None:
+                self.history[-1]["val_loss"] = e.val_loss
+                self.history[-1]["val_bpc"] = bits_per_char(e.val_loss, val_tokens_per_char(self.data))
+            if on_notice is not None:
+                on_notice(self._evaluation_stopped_line(e, again=True))
+            return True
+        finally:
+            self.run_elapsed += time.perf_counter() - t0  # the run's time, as the evaluation it stands for
+        row = self.history[-1]
+        row["val_loss"], row["accuracy"] = val_loss, accuracy
+        row["val_bpc"] = bits_per_char(val_loss, val_tokens_per_char(self.data))
+        if not math.isfinite(val_loss):
+            self._diverged_after("val loss", val_loss)
+        if on_notice is not None:
+            measured = f"val loss {val_loss:.4f}" + (f", accuracy {accuracy:.1%}" if accuracy is not None else "")
+            on_notice(f"the evaluation after step {self.step:,}, which the stop cut short, is measured now: "
+                      f"{measured}")
+        return False
 
     def _forward_backward(self, x, y, before: tuple, note: Callable[[str], None]):
         """(loss, gradient norm, whether it ran through torch.compile) of one batch; gradients are set.
