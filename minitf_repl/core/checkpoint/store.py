@@ -603,7 +603,24 @@ def is_own_autosave(path: Path, session: str | None, run: dict | None = None) ->
     # its rows are rows of `run`'s history, step for step: a long run's saved history is thinned (thinned_history)
     by_step = {row["step"]: row for row in run["history"]}
     return (saved.get("run_start") == run["run_start"] and saved.get("run_steps") == run["run_steps"]
-            and all(isinstance(row, dict) and by_step.get(row.get("step")) == row for row in history))
+            and all(isinstance(row, dict) and _same_row(row, by_step.get(row.get("step"))) for row in history))
+
+
+# what a continued run measures into a row its stop left unevaluated (core.train: _measure_missing_evaluation)
+_MEASURED_LATER = ("val_loss", "val_bpc", "accuracy")
+
+
+def _same_row(saved: dict, now: dict | None) -> bool:
+    """Whether the saved history row is the run's row `now`: the same, but where the saved one's evaluation was cut
+    short by a stop (None) and the continued run has measured it since; that run's own autosave was left in place as
+    another's ("autosave-2"), a slot of the runs kept taken by a stale partial one."""
+    if now is None:
+        return False
+    if saved == now:
+        return True
+    later = [key for key in _MEASURED_LATER if saved.get(key) is None and now.get(key) is not None]
+    return bool(later) and {k: v for k, v in saved.items() if k not in later} == {
+        k: v for k, v in now.items() if k not in later}
 
 
 # The most loss-history rows a checkpoint keeps (some 375 bytes each): a run of 200,000 steps (13 minutes of a
