@@ -689,6 +689,10 @@ def matching_preset(config: ModelConfig) -> str | None:
             theirs = built(config.replace(**preset_changes(name, config)))
         except ConfigError:  # a preset this model's sizes cannot take (rope with an odd head_dim): not its own
             continue
-        if theirs == mine:
+        # where the preset groups its key/value heads, how many there are is a size of the model, not its
+        # architecture: Llama 2 7B is MHA, Llama 3 8B has 4 query heads a key/value head, 70B 8, and each "matched
+        # no preset" where only PRESET_KV_GROUP's 2 did
+        ignored = {"n_kv_heads"} if name in PRESET_KV_GROUP else set()
+        if {k: v for k, v in theirs.items() if k not in ignored} == {k: v for k, v in mine.items() if k not in ignored}:
             return name
     return None
