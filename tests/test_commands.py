@@ -149,7 +149,8 @@ def test_parse_line_forms(line, name, args):
         (":xyzzy", "unknown command :xyzzy (:help lists commands)"),
         (":", "empty command"),
         (":train stpes=5", "unknown option 'stpes' for :train; did you mean steps?"),
-        (":train foo=1", "(valid: steps, lr, batch_size, data, eval_every, seed, save, schedule, watch, prompt, layer)"),
+        (":train foo=1", "(valid: steps, lr, batch_size, data, eval_every, seed, save, schedule, watch, prompt, layer, "
+                         "fresh)"),
         (":train --stpes 5", "did you mean steps?"),
         (":train steps=abc", "steps must be a whole number, got 'abc'"),
         (":train steps=2.5", "steps must be a whole number, got '2.5'"),
@@ -269,7 +270,7 @@ def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period
 def test_option_names_match_the_contract():
     names = {name: [p.name for p in cmd.params if p.refusal is None] for name, cmd in REGISTRY.items()}
     assert names["train"] == ["steps", "lr", "batch_size", "data", "eval_every", "seed", "save", "schedule", "watch",
-                              "prompt", "layer"]
+                              "prompt", "layer", "fresh"]
     assert names["patch"] == ["prompts", "target"] and names["attrib"] == ["prompt", "target"]
     assert names["lens"] == ["prompt", "at", "target"]
     assert REGISTRY["train"].find_param("batch").name == "batch_size"  # the short spelling still works
@@ -289,7 +290,7 @@ def test_option_names_match_the_contract():
 def test_usage_lines():
     assert REGISTRY["train"].usage() == (":train [steps=N] [lr=X] [batch_size=N] [data=NAME] [eval_every=N] [seed=N] "
                                          "[save=NAME] [schedule=new|continue] [watch=attn|lens|samples|grad|heads|embed|context] "
-                                         "[prompt=TEXT] [layer=N]")
+                                         "[prompt=TEXT] [layer=N] [--fresh]")
     assert REGISTRY["patch"].usage() == ":patch CLEAN CORRUPT [target=CHAR]"
     assert REGISTRY["gen"].usage().startswith(":gen [PROMPT] [n=N] [temperature=X]")
     assert REGISTRY["shapes"].usage() == ":shapes [PROMPT] [layer=N] [--all]"

@@ -89,6 +89,9 @@ class GenResult:
     # a � inside the text: byte tokens the model wrote in an order no UTF-8 character has (the note on a cut
     # character above explained only one at the end)
     bad_bytes: bool = field(default=False, metadata={"view_only": True})
+    # a task: where the prompt's question is larger than the task's, the line that says where the text ended (an
+    # answer of that size's length, not the trained one); None: a question of the task's size or smaller
+    other_size: str | None = field(default=None, metadata={"view_only": True})
 
 
 @command("gen", "Generate text from a prompt (in the REPL, a line without ':' is one too).", params=[
@@ -213,6 +216,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         cut_character=cut_character,
         bad_bytes=bad_bytes,
         seed_drawn=drawn,
+        other_size=_other_size(session.data, prompt),
         cache_off=None if exact or not settings.cache else
         "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "
         "the window",
@@ -270,6 +274,20 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
     # under another size of the task (trained on reverse:3, then :data reverse:5)
 
 
+def _other_size(data, prompt: str) -> str | None:
+    """On a task, where the prompt's question is larger than the task's: what the text's end is (an answer of that
+    size's length, which the model never trained to write; Task.answer_complete); None elsewhere (a smaller question
+    ends at the trained length, which the model writes its answer in)."""
+    if not hasattr(data, "answer_len_at") or "=" not in prompt:
+        return None
+    size = data.size_of(prompt.partition("=")[0] + "=")
+    if size is None or size <= data.size:
+        return None
+    return (f"the question is longer than {data.name}:{data.size}'s: the text goes on to the "
+            f"{count(data.answer_len_at(size), 'character')} an answer of its size ({data.name}:{size}) has, not the "
+            f"{data.answer_len} the model was trained to write")
+
+
 def _unfinished(data, prompt: str, text: str, n: int) -> str | None:
     """On a task, where the text starts with one of its questions and n ran out before a whole answer followed it:
     why nothing is graded, and the n that would let the model finish (None elsewhere)."""
@@ -291,6 +309,8 @@ def answer_line(graded: Graded, given: int = 0, untrained: bool = False) -> str:
     step yet, so it saw no question (a training question "the model may have seen", beside "not trained yet")."""
     seen = ("a training question, though the model has trained on none yet" if not graded.held_out and untrained
             else "a training question: the model may have seen it" if not graded.held_out else
+            # its twin (b+a= on add, the same digits reordered on sort) may be a training question of the same answer
+            f"a held-out question: never drawn for training; {graded.twins}" if graded.twins else
             "a held-out question: never drawn for training" + (", so this is generalisation" if graded.right else ""))
     typed = ""
     if 0 < given < len(graded.expected):  # a whole answer typed is said by its own note: the model wrote none of it
@@ -342,7 +362,7 @@ def gen_notes(result: GenResult, console: Console) -> None:
     if result.answered:  # off the task (`56+4=1234` on add:2) no answer is there: what is, is an answer's length
         whole = ("the prompt already has at least an answer's length after its first '=': nothing to add"
                  if result.off_task else "the prompt already holds a whole answer: nothing to add")
-        note(console, whole if not result.n_tokens else
+        note(console, whole if not result.n_tokens else result.other_size if result.other_size else
                       "stopped at the end of the answer (a task's answers have a fixed length)")
     if result.answer is not None:
         given = len(result.prompt) - len(result.answer.question)  # answer characters typed in the prompt

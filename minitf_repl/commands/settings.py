@@ -1021,7 +1021,7 @@ def render_kept(console: Console, kept: str | None) -> None:
 @render.register(DataResult)
 def render_data(result: DataResult, console: Console) -> None:
     info = result.info
-    rows = [("name", info.name), ("kind", info.kind), ("description", info.description)]
+    rows = [("name", info.shown_name or info.name), ("kind", info.kind), ("description", info.description)]
     if info.kind == "corpus":
         rows.append(("characters", fmt.whole(info.chars)))
     elif info.chars:
@@ -1043,8 +1043,9 @@ def render_data(result: DataResult, console: Console) -> None:
     elif info.val_questions is not None and info.questions:
         # counted: the hash holds out 11 to 16% of a small task's questions, not the 10% it aims at
         share = 100 * info.val_questions / info.questions
+        are = "is" if info.val_questions == 1 else "are"  # sort:1 holds out 1 of its 10
         rows.append(("train/val", f"{info.val_questions:,} of the {info.questions:,} possible questions ({share:.0f}%) "
-                                  "are held out for validation, never trained on"))
+                                  f"{are} held out for validation, never trained on"))
     elif info.chars:
         rows.append(("train/val", "about 10% of the questions are held out for validation, never trained on"))
     elif info.kind == "vocabulary":
@@ -1075,7 +1076,8 @@ def render_data(result: DataResult, console: Console) -> None:
                 floor = (f", at {rate} held constant (that run's schedule has ended); "
                          f"{cmd('train', schedule='new')} starts a fresh warm-up and decay for {info.name}")
             note(console, f"the model trained to step {result.model_step:,} stays (the vocabulary is the same): "
-                          f"{cmd('train')} goes on training it on {info.name}{floor}")
+                          f"{cmd('train')} goes on training it on {info.name}{floor}; "
+                          f"{cmd('train', fresh=True)} starts from new weights")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
         note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "
                       f"with the command that reads it, e.g. {given_before('train', '--data', result.spec)}")

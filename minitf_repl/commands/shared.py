@@ -496,6 +496,29 @@ def redraw_untrained(session: Session, seed: int, reporter) -> bool:
     return True
 
 
+def start_fresh(session: Session, reporter) -> str | None:
+    """`:train fresh=on`: new weights drawn from the session's seed, as a rebuild draws them, where every task shares
+    one vocabulary and a switch of task keeps the model. A trained model is kept as a checkpoint first, as a rebuild
+    by :set keeps it (keep_trained_model): its name is returned (None: nothing kept). A session with no model yet
+    has nothing to draw again: the run builds one from the seed."""
+    if not session.has_model:
+        return None
+    off, quantized = [str(a) for a in session.ablations], session.sampling_copy  # the parts of the model that goes
+    lost: list[str] = []  # told once the new model stands (keep_trained_model)
+    kept = keep_trained_model(session, reporter=reporter, action="restart", lost=lost)
+    session.rebuild()
+    for line in lost:
+        reporter.notice(line)
+    reporter.notice(f"fresh=on: new weights drawn from seed {session.train_config.seed} (step 0)"
+                    + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)"
+                       if kept else ""))
+    if off:
+        reporter.notice(ablations_gone(off))
+    if quantized:
+        reporter.notice(quantized_gone())
+    return kept
+
+
 def rebuilt_line(vocab_size: int, kept: str | None) -> str:
     """What a switch to data with another vocabulary did to the model, in one line."""
     line = (f"the data has another vocabulary ({count(vocab_size, 'character')}): the model was rebuilt, "

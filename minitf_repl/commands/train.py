@@ -39,8 +39,8 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, 
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, file_changed, held_line, load_checked, rebuilt_line,
-                     recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line, switch_data,
-                     unseen_by)
+                     recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line, start_fresh,
+                     switch_data, unseen_by)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -154,6 +154,9 @@ class TrainResult:
     # a continued run: (the dtype, the step) of the step before this command's where it is not this command's dtype (a
     # :set dtype= while the run was stopped), which the summary says: it named float32 alone for a run half bfloat16
     dtype_before: tuple[str, int] | None = field(default=None, metadata={"view_only": True})
+    # the step the model had trained to on other data where this run began on a data switch that kept the weights
+    # (same vocabulary): a val loss far above ln V is then the new data's, which no rate explains; None: no switch
+    switched_at: int | None = field(default=None, metadata={"view_only": True})
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -232,6 +235,12 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
+    # every task shares one vocabulary, so a switch of task keeps the weights, and a seed draws only a new model's:
+    # this is the one way to a new model of the same settings
+    Param("fresh", bool, default=False,
+          help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
+               "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
+               "without it"),
 ], json_version=22)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
@@ -302,6 +311,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise UserError(f"schedule=continue goes on at the last run's rate, and {spec} has another vocabulary: the "
                         "switch rebuilds the model, which then has no run to go on from; "
                         f"{cmd('train', schedule='new')} starts one")
+    if args["schedule"] == "continue" and args["fresh"]:
+        raise UserError("schedule=continue goes on at the last run's rate, and fresh=on starts new weights, which "
+                        f"have no run to go on from: {cmd('train', fresh=True)} starts one")
     if args["schedule"] == "continue" and session.trainer.final_lr() is None:
         raise UserError("schedule=continue needs a model that has trained; this one has not: "
                         f"{cmd('train', schedule='new')} starts a run")
@@ -329,12 +341,15 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # kept with the model it drew, even if the run fails. The session's setting alone: what builds the model reads
     # it, and a trainer that exists (its model is to be rebuilt) keeps its own batch order untouched until then.
     seeded, had_model = None, session.has_model  # the settings before the seed went in
-    if "seed" in changes and (not had_model or (new_data is not None and session.rebuild_needed(data=new_data))):
+    if "seed" in changes and (not had_model or args["fresh"]
+                              or (new_data is not None and session.rebuild_needed(data=new_data))):
         seeded = session.train_config
         session.train_config = seeded.replace(seed=changes["seed"])
     # checked before anything changes: the prompt's tokens (read as the data it will train on reads it), the layer
     try:
         watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
+        # before a switch of data: the model kept is then saved with the data it was trained on
+        fresh_kept = start_fresh(session, reporter) if args["fresh"] else None
         # a trained model that could not be kept before the rebuild fails the switch, and the command, here
         switched_data = switch_data(session, spec, new_data, reporter) if new_data is not None else None
     except UserError:
@@ -344,9 +359,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     if "seed" in changes and seeded is None and changes["seed"] != session.train_config.seed:
         redraw_untrained(session, changes["seed"], reporter)  # an untrained model: kept if the run fails
     switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
+    if args["fresh"]:  # the new weights stay too, and the model before them is where fresh=on kept it
+        switched = "the new weights stay" + (
+            f"; the model before them was kept as checkpoint {fresh_kept} ({restore(fresh_kept)} brings it back)"
+            if fresh_kept else "")
     if switched_data is not None:
         rebuilt, kept, recipe_changes = switched_data
-        switched = f"the switch to {spec} stays" + (
+        switched = (f"{switched}, and " if switched else "") + f"the switch to {spec} stays" + (
             f"; the model before it was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
         if rebuilt:
             reporter.notice(rebuilt_line(new_data.tokenizer.vocab_size, kept))
@@ -539,6 +558,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         eval_batches=train_config.eval_batches,
         dtype_before=((dtype_before, step_before) if resumed and summary.steps and dtype_before is not None
                       and dtype_before != summary.dtype else None),
+        # the run's first weights were trained on the data before the switch (the run began at it, or before)
+        switched_at=(since if 0 < (since := session.data_since_step) and session.trainer.run_start <= since
+                     else None),
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
@@ -873,6 +895,14 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
                      f"a uniform guess, while the train loss {result.train_loss:.4g} is under it: the model learned "
                      f"{learned}", "yellow")
+    elif blown_up(result) and result.switched_at is not None:
+        # not the rate: reverse:8's model, 100% accurate, then 1 step of reverse:11 at lr=1e-3 ended at 10.1, and
+        # the advice read "lr=0.001 is a safe start" of the rate it ran at
+        say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
+                     f"a uniform guess: this run began on {result.data} with a model trained to step "
+                     f"{result.switched_at:,} on other data (the switch kept its weights), which it has not learned "
+                     f"yet, whatever the rate; train on longer, or {cmd('train', fresh=True)} starts from new weights",
+            "yellow")
     elif blown_up(result):
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
                      "a uniform guess: training made the model worse, which a learning rate too high for it does; "

@@ -538,6 +538,8 @@ class HeadsResult:
     # a task's name where its model was scored on repeated random tokens: a sort model writes a question's digits back
     # sorted after its '=', so a repeat's lower loss there is partly the task, not copying from context
     task: str = field(default="", metadata={"view_only": True})
+    # what that task's answer is made of (core.data's Task.answer_made): add's sum is no copy of its question
+    task_answer: str = field(default="", metadata={"view_only": True})
 
 
 def heads_reading(roles, first: float | None, second: float | None, se: float | None = None,
@@ -659,7 +661,8 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
                                                    layer),
                        untrained=session.untrained, ablations=switched_off(session), copy_gain_se=roles.copy_gain_se,
                        random_data=session.data.name if session.data.name in ("random", "repeat") else "",
-                       task=session.data.name if text is None and hasattr(session.data, "answer") else "")
+                       task=session.data.name if text is None and hasattr(session.data, "answer") else "",
+                       task_answer=getattr(session.data, "answer_made", "") if text is None else "")
 
 
 @render.register(HeadsResult)
@@ -732,8 +735,9 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                       f"repeat: {result.second_copy:.2f} (each token there can be read off the first copy)")
     say(console, result.reading, "green")
     if result.task and result.first_copy is not None:
+        made = f" ({result.task_answer})" if result.task_answer else ""
         note(console, f"on {result.task} the repeated tokens are the task's digits and '+' and '=', and the model "
-                      f"was trained to write an answer made of a question's digits after its '=': a repeat's lower "
+                      f"was trained to write an answer{made} after a question's '=': a repeat's lower "
                       f"loss there is partly what the task taught, not only copying from context; "
                       f"{cmd('heads', 'TEXT')} scores the heads on a text of your own")
     carrier = max((row for row in result.heads if row.carries is not None), key=lambda r: r.carries, default=None)

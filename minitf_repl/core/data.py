@@ -26,7 +26,7 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -196,6 +196,9 @@ class DataInfo:
     # a corpus's characters in its validation split (its end); None: not a corpus. The split is of characters (90/10),
     # which a BPE then reads in different numbers of tokens: the token counts' shares read 91/9
     val_chars: int | None = None
+    # the name the view shows: a task's with its size (sort:1, where `name` is sort); "": `name`. For the view alone,
+    # beside the command's `spec`, which is the data as typed (`:data sort` leaves the size out)
+    shown_name: str = field(default="", metadata={"view_only": True})
 
 
 def check_split(split: str) -> None:
@@ -438,7 +441,10 @@ class Graded:
     expected: str  # the true answer
     right: bool  # written is expected
     digits_right: int  # positions where written and expected agree
-    held_out: bool  # a validation question: never drawn for training, so a right answer is generalisation
+    # a validation question: never drawn for training, though a training question may have its answer (add's b+a=,
+    # sort's same digits in another order: Task.twins)
+    held_out: bool
+    twins: str = field(default="", metadata={"view_only": True})  # the task's Task.twins, for the line that says so
 
 
 def _crc_table() -> torch.Tensor:
@@ -466,7 +472,10 @@ class Task:
     """A synthetic task: sequences "question=answer", loss and accuracy on the answer only.
 
     Held-out examples are real: a question whose CRC32 is divisible by 10 is validation-only and
-    never drawn for training, so accuracy measures generalisation, not memory.
+    never drawn for training. Its answer may be all the same (`twins`): on add:3, 89,983 of the 100,289
+    held-out questions have their twin b+a= in training, and on sort:4 every one has a training question
+    of the same digits; reverse's answers are each one question's. Accuracy measures answers to questions
+    never trained on, not answers never seen. (The split stays: checkpoints and figures rest on it.)
     """
 
     vocab = "0123456789+="
@@ -480,6 +489,18 @@ class Task:
             "sort": f"sort {count(size, 'digit')}: {self.example}",
             "reverse": f"reverse {count(size, 'digit')}: {self.example}",
             "add": f"add two {size}-digit numbers: {self.example}",
+        }[name]
+        # what an answer is made of, as :heads says it (a sort model's answer is its question's digits; add's is not)
+        self.answer_made = {
+            "sort": "its question's digits, sorted",
+            "reverse": "its question's digits, reversed",
+            "add": "the sum of its question's two numbers, digits the question need not hold",
+        }[name]
+        # what training may hold of a held-out question: another question of the same answer ("" where none has it)
+        self.twins = {
+            "sort": "the same digits in another order may be, with the same answer",
+            "reverse": "",
+            "add": "its twin with the two numbers swapped may be, with the same answer",
         }[name]
 
     @property
@@ -533,7 +554,11 @@ class Task:
 
     @property
     def answer_len(self) -> int:
-        return self.size + 1 if self.name == "add" else self.size
+        return self.answer_len_at(self.size)
+
+    def answer_len_at(self, size: int) -> int:
+        """The answer length of this task's questions of `size` (add's sum has a digit more than its numbers)."""
+        return size + 1 if self.name == "add" else size
 
     @property
     def seq_len(self) -> int:
@@ -546,11 +571,16 @@ class Task:
         A task's text is one question and its answer, and every answer has answer_len characters
         (add's is zero-padded), so what a model writes after it was never trained and means nothing
         (sort went on `314159=113459999999...`). The first '=' is the one that ends the question.
+        A question of this task larger than its size (1234+5678= under add:3) ends where an answer of its size
+        does (5 characters, not add:3's 4): cut at the trained length, its 5-digit sum read as 7924. A smaller one
+        ends at the trained length, which the model writes its answer in (add:3's 0068 for 12+56=).
         """
         equals = self.tokenizer.stoi["="]
         if equals not in ids:
             return False
-        return len(ids) - ids.index(equals) - 1 >= self.answer_len
+        at = ids.index(equals)
+        size = self.size_of(self.tokenizer.decode(ids[: at + 1])) or 0
+        return len(ids) - at - 1 >= self.answer_len_at(max(size, self.size))
 
     @property
     def question_form(self) -> str:
@@ -587,7 +617,7 @@ class Task:
             return None
         expected = self.answer(question)
         return Graded(question, written, expected, written == expected,
-                      sum(a == b for a, b in zip(written, expected)), self.is_val(question))
+                      sum(a == b for a, b in zip(written, expected)), self.is_val(question), self.twins)
 
     @staticmethod
     def is_val(question: str) -> bool:
@@ -656,7 +686,8 @@ class Task:
     def info(self) -> DataInfo:
         held, total = self.held_out_count() or (None, None)
         return DataInfo(self.name, "task", self.description, self.seq_len + 1, self.tokenizer.vocab_size, None, None,
-                        tokenizer=self.tokenizer.describe(), questions=total, val_questions=held)
+                        tokenizer=self.tokenizer.describe(), questions=total, val_questions=held,
+                        shown_name=f"{self.name}:{self.size}")
 
     def check_fits(self, max_seq_len: int) -> None:
         if max_seq_len < self.seq_len:
