@@ -330,7 +330,7 @@ def test_compare_at_two_seeds_says_one_lower_on_both_and_how_to_test_it():
     verdict = compare_verdict([Outcome("seed", 10, [final("seed", [1.50, 1.46])]),
                                Outcome("modern", 10, [final("modern", [1.37, 1.39])])], 2, "val loss")
     # was only "within the noise of 2 seeds" of a model 0.10 lower on both
-    assert "it is lower than seed on both seeds (by 0.130 and 0.070), too few for a test at 95%: seeds=3" in verdict
+    assert "it is lower than seed on both seeds (by 0.130 and 0.070), short of the 12.7 standard errors the paired t-test asks at 2 seeds: seeds=3" in verdict
     mixed = compare_verdict([Outcome("a", 10, [final("a", [1.50, 1.36])]),
                              Outcome("b", 10, [final("b", [1.37, 1.39])])], 2, "val loss")
     assert "against a the gap is within the noise of 2 seeds" in mixed and "both seeds" not in mixed

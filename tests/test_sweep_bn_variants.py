@@ -23,3 +23,19 @@ def test_the_docs_say_the_gap_compare_needs_at_2_and_5_seeds_as_its_t_table_has_
     text = " ".join(DOC.read_text().split())
     assert f"at 2 seeds a gap counts only past {T_975[1]:.1f} times its standard error" in text
     assert f"at 5 past {T_975[4]:.2f} times it" in text and "twice its standard error" not in text
+
+
+def test_n_experts_1_names_the_least_number_of_experts_that_mixes():
+    """:set n_experts=1 said "n_experts=4 or more" routes, where 2 does (test_causal and test_sweep_bl pin the
+    causal=off line and the 2-seed verdict this commit made true)."""
+    from test_commands import run, tiny_session
+
+    s = tiny_session()
+    notices = []
+
+    class Keep:
+        def __getattr__(self, name):
+            return lambda *a, **k: notices.append(a[0]) if name == "notice" else None
+
+    run(s, ":set n_experts=1", Keep())
+    assert any(":set n_experts=2 or more routes" in n for n in notices), notices

@@ -208,14 +208,16 @@ def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
         if beaten:
             verdict += (f"; it beats {', '.join(beaten)} on the same {seeds} seeds, beyond the noise of the gap "
                         "(paired t-test, 95%)")
-        # at 2 seeds a test at 95% asks a gap 9 times its wobble: one lower on both seeds is said so, with the way
+        # at 2 seeds the paired t-test at 95% asks a gap 12.7 times its standard error (core.compare.T_975[1]; the
+        # test is run, where "too few for a test" said it was not): one lower on both seeds is said so, with the way
         # to a test (an obvious 0.10 lower on both read "within the noise" and nothing more)
         mine = (lambda e: e.bits) if bpc else (lambda e: e.losses)
         both = {o.label: gaps for e, o in finals if o.label in close and len(gaps := [y - x for x, y in
                 zip(mine(best), mine(e))]) == 2 and min(gaps) > 0}
         for label, gaps in both.items():
-            verdict += (f"; it is lower than {label} on both seeds (by {gaps[0]:.3f} and {gaps[1]:.3f}), too few for "
-                        "a test at 95%: seeds=3 or more tells a gap from the noise")
+            verdict += (f"; it is lower than {label} on both seeds (by {gaps[0]:.3f} and {gaps[1]:.3f}), short of the "
+                        "12.7 standard errors the paired t-test asks at 2 seeds: seeds=3 or more tells a gap from "
+                        "the noise")
         close = [label for label in close if label not in both]
         if close:
             verdict += f"; against {', '.join(close)} the gap is within the noise of {seeds} seeds"
@@ -503,7 +505,7 @@ def render_compare(result: CompareResult, console: Console) -> None:
         shows = (f"{cmd('set', causal=False)}, {cmd('train')}, then {cmd('gen')} shows it" if syntax() == REPL else
                  f"{given_before('train', '--set', 'causal=off')} trains one, then {cmd('gen', load=AUTOSAVE_NAME)} "
                  "shows it")
-        say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position read the token it predicts; "
+        say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position but the last read the token it predicts; "
                      f"such a loss is no language model's, and the model cannot generate ({shows})", "yellow")
 
 

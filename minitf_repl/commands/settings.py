@@ -571,7 +571,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                             f"{'it applies' if len(keys) == 1 else 'they apply'} with {reads_it}")
     if "n_experts" in changed and model.n_experts == 1:  # is_moe: n_experts >= 2; :experts said it later, :set not
         reporter.notice(f"n_experts=1 builds one dense feed-forward, as n_experts=0 does: no router, no mixture; "
-                        f"{cmd('set', n_experts=4)} or more routes each token to experts_per_token of them")
+                        f"{cmd('set', n_experts=2)} or more routes each token to experts_per_token of them")
     if ("d_model" in changed and "d_ff" not in given and "preset" not in given
             and model.d_ff != 4 * model.d_model):  # d_ff is a setting of its own: scaling d_model leaves it
         ratio = model.d_ff / model.d_model  # "1.3e+02 x d_model" of 512 at d_model=4: no exponent
