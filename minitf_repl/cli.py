@@ -841,8 +841,7 @@ def _flag_words(args: list[str], commands, options=()) -> list[str]:
     at = _command_at(args, options)
     if at is None or args[at] not in commands:
         return args
-    flags = {name: p for p in commands[args[at]].params if getattr(p, "is_flag", False) and p.secondary_opts
-             for name in p.opts}
+    flags = {name: p for p in commands[args[at]].params if getattr(p, "is_flag", False) for name in p.opts}
     out, i = args[: at + 1], at + 1
     while i < len(args):
         if args[i] == "--":
@@ -855,7 +854,8 @@ def _flag_words(args: list[str], commands, options=()) -> list[str]:
             near_bool(name, args[i + 1], f"to begin the text with {args[i + 1]!r}, give the option its value: "
                       f"{name} on {args[i + 1]}")  # `--cache of`: a typo of one, not text
         if flag is not None and eq and value.lower() in BOOL_WORDS:
-            out.append(flag.opts[0] if BOOL_WORDS[value.lower()] else flag.secondary_opts[0])
+            if BOOL_WORDS[value.lower()] or flag.secondary_opts:  # `--fresh off` of a switch off unless given: left out
+                out.append(flag.opts[0] if BOOL_WORDS[value.lower()] else flag.secondary_opts[0])
         else:
             out.append(args[i])
         i += 1
@@ -1321,7 +1321,9 @@ def open_shell(session: Session, debug: bool = False, loaded=None) -> int:
 def _option_names(p) -> list[str]:
     dashed = p.name.replace("_", "-")
     if p.type is bool:
-        return [f"--{dashed}/--no-{dashed}"]
+        # a switch that is off unless given (`--fresh`) has no `--no-` form to show: a column of its own for it alone
+        # squeezed the names beside it (`--eval-every,--eval-inte…` in train --help); `--fresh off` still reads
+        return [f"--{dashed}/--no-{dashed}"] if p.default is not False else [f"--{dashed}"]
     short = [f"-{p.short}"] if p.short else []
     return [f"--{dashed}"] + [f"--{alias.replace('_', '-')}" for alias in p.aliases] + short
 

@@ -50,7 +50,8 @@ class ShellConfig(Settings):
                            "this process may use, less those other programs keep busy; looked at again while "
                            "training), N = exactly N; another count sums in another order, so a run's numbers "
                            "differ from about the third decimal on, more as it goes: a fixed N, with "
-                           "$MINITF_PRODUCTS=onednn or =torch for float32 products on a CPU, repeats a run exactly",
+                           "$MINITF_PRODUCTS set to onednn or torch for float32 products on a CPU, repeats a run "
+                           "exactly",
                            low=0, limit=1024)
     # A folder that fills up or turns read-only mid-session left the REPL's user one way to keep a trained model:
     # restart minitf on another folder (after `:save hf:DIR`, which keeps the weights and loses the run). Now the

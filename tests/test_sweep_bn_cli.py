@@ -70,3 +70,12 @@ def test_a_missing_value_is_a_usage_error():
 def test_a_word_near_a_setting_whose_value_that_setting_refuses_stays_text():
     kept = invoke("tok", "model=gpt", "--json")  # d_model takes no 'gpt': no line with --set d_model=gpt given
     assert kept.exit_code == 0 and '"text": "model=gpt"' in kept.stdout, kept.output
+
+
+def test_a_switch_off_unless_given_shows_no_no_form_and_squeezes_no_name_in_help():
+    """train --help into a pipe cut `--eval-every,--eval-interval` short once `--fresh/--no-fresh` added a column."""
+    from test_cli import invoke
+
+    shown = invoke("train", "--help").stdout
+    assert "--eval-every,--eval-interval" in shown and "--no-fresh" not in shown and "--fresh" in shown
+    assert invoke("ls", "--all", "off").exit_code == 0  # its value still reads, `off` leaving the switch out

@@ -39,3 +39,14 @@ def test_n_experts_1_names_the_least_number_of_experts_that_mixes():
 
     run(s, ":set n_experts=1", Keep())
     assert any(":set n_experts=2 or more routes" in n for n in notices), notices
+
+
+def test_a_one_shot_set_that_rebuilds_a_loaded_model_writes_no_copy_of_it(checkpoint_dir):
+    """`minitf --load autosave set n_kv_heads=1` kept the loaded model as kept-*, a whole checkpoint, though the
+    rebuilt model went with the process and the loaded one stayed in its checkpoint."""
+    from test_checkpoint_commands import SHELL_TINY, shell
+
+    assert shell(*SHELL_TINY, "train", "--steps", "2").exit_code == 0
+    result = shell("--load", "autosave", "set", "n_kv_heads=1")
+    assert result.exit_code == 0 and "rebuilt" in result.stdout, result.output
+    assert sorted(p.name for p in checkpoint_dir.iterdir() if not p.name.startswith(".")) == ["autosave"]

@@ -476,8 +476,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     shell_before = session.shell_config
     if "checkpoint_dir" in changed:  # a trained model kept before the rebuild goes where checkpoints go from now on
         session.set_shell_config(shell_before.replace(checkpoint_dir=new[ShellConfig].checkpoint_dir))
+    # `minitf --load autosave set n_kv_heads=2`: the rebuilt model goes when this one-shot process ends, and the loaded
+    # one stays in its checkpoint as it was, so a copy of it (`kept-*`, a whole checkpoint) kept nothing
+    ends_here = syntax() == SHELL and session.unsaved_step is None
     try:
-        kept = keep_trained_model(session, new[ShellConfig].autosave, reporter, lost=lost) if rebuild else None
+        kept = keep_trained_model(session, new[ShellConfig].autosave, reporter, lost=lost) \
+            if rebuild and not ends_here else None
     except BaseException:  # nothing changed, the folder neither
         session.set_shell_config(shell_before)
         raise

@@ -217,7 +217,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
                             "command builds (kept); on a CPU, float sums split across another thread count differ "
                             "from about the third decimal on, more as the run goes (the summary names the count; "
                             "threads=N fixes it), and so do float32 products on the other kernel (the summary "
-                            f"names it; ${PRODUCTS_ENV}=onednn or =torch fixes it)",
+                            f"names it; ${PRODUCTS_ENV} set to onednn or torch fixes it)",
                        kept=True),
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),

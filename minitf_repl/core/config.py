@@ -550,7 +550,7 @@ class TrainConfig(Settings):
                         "another thread count sums floats in another order, which moves a run's numbers from about "
                         "the third decimal on, more as it goes (the shell's threads=N fixes it; in Python, "
                         "torch.set_num_threads(N)), and so does the other kernel for float32 products, which each "
-                        f"process picks by timing both (${PRODUCTS_ENV}=onednn or =torch fixes it)",
+                        f"process picks by timing both (${PRODUCTS_ENV} set to onednn or torch fixes it)",
                         low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
