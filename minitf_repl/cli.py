@@ -1518,8 +1518,16 @@ def _options_among(command, words: list[str], args: dict, own=()) -> list[str]:
             else None
         close = command.close_option(key) if param is None and eq and key.isidentifier() \
             and not command.pairs_in_text else None
-        if meant is not None and not meant[1] and not _takes(meant[0], value):  # `gen model=gpt`: no d_model, text
+        # a near miss of a setting the command takes not (`tok step=3`: no steps there) is text, as it was; a near
+        # miss of its own option is `close`'s (`gen model=gpt`: no d_model either)
+        if meant is not None and not meant[1]:
             meant = None
+        if meant is not None and not _takes(meant[0], value):  # `gen norm=2 hi`: its --set norm=2 was refused too
+            try:
+                convert(meant[0], value)
+            except UserError as bad:
+                raise UsageError(f"{key} is a setting, not an option of minitf {command.name}; it goes with --set "
+                                 f"before the command (--set {meant[0].name}={meant[0].metavar}), and {bad}") from None
         if close or meant is not None:
             with speaking(SHELL):
                 # for a command that reads prose, the other fix: the line that reads it all as text
@@ -1560,7 +1568,10 @@ def _setting_meant(key: str) -> tuple | None:
     exact = param is not None
     if param is None:
         spelled = {s: p for p in setter.options if p.setting is not None for s in (p.name, *p.aliases)}
-        close = difflib.get_close_matches(key.replace("-", "_").lower()[:40], list(spelled), n=1, cutoff=0.8)
+        typed = key.replace("-", "_").lower()[:40]
+        # a name that ends with the key, or holds it, first: `heads` is n_heads, where difflib guessed threads
+        close = ([s for s in spelled if s.endswith("_" + typed)] or [s for s in spelled if typed in s.split("_")]
+                 or difflib.get_close_matches(typed, list(spelled), n=1, cutoff=0.8))
         param = spelled[close[0]] if close else None
     if param is None or param.setting is None or param.refusal is not None:
         return None

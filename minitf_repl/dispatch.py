@@ -40,7 +40,7 @@ from .core.errors import Interrupted, UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
-from .parsing import CLEAR, parse_line, prepare_args, reads_prose, undecodable
+from .parsing import CLEAR, parse_line, prepare_args, reads_prose, undecodable, without_comment
 from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
 from .render.live import same_output
@@ -246,10 +246,17 @@ class FrontDoor:
         if not line.strip():
             return EMPTY
         # (only a line holding Python's stand-ins for bytes is split: shlex took minutes over a 10-MB line)
-        if UNDECODED.search(line) and (shown := undecodable(_words(line))) is not None:
+        # (a comment's bytes are none of the command's: `:set lr=0.01 # caf\xe9` ran, the comment ignored)
+        if UNDECODED.search(line) and (shown := undecodable(_words(without_comment(line, self.registry)))) is not None:
             # a terminal's UTF-8 read under a C locale: "2 characters not in the vocabulary: '\udca9' '\udcc3'"
             if not self.front.keyboard:  # a script read from a pipe or a file (repl.stdin_lines reads it as UTF-8)
-                self._error(f"bytes that are not UTF-8 text ({shown}); save the script as UTF-8 (iconv -t utf-8)")
+                # iconv's -f too: without it iconv reads the locale's encoding, UTF-8, and refuses the same bytes;
+                # Latin-1, the likeliest, reads any byte (one line in 100 columns, after "error: line N: ")
+                from .core.data import NOTEPAD_TO_UTF8
+                from .core.paths import on_windows
+
+                fix = NOTEPAD_TO_UTF8 if on_windows() else "convert: iconv -f latin1 -t utf-8 FILE > FILE-utf8.txt"
+                self._error(f"script not UTF-8 ({shown}); {fix}")
                 return FAILED
             encoding = sys.stdin.encoding or "ascii"
             utf8 = codecs.lookup(encoding).name == "utf-8"  # then the terminal sends another encoding than UTF-8

@@ -135,9 +135,10 @@ def convert(param: Param, raw: str):
     return check_value(param, value, typed=text if param.type is float and isinstance(value, float) else None)
 
 
-def _convert_as_typed(param: Param, raw: str, typed: str):
+def _convert_as_typed(param: Param, raw: str, typed: str, whole: str | None = None):
     """convert, with a refusal naming the option as the user typed it and the setting it stands for: `:step
-    seed=-3` says "seed (gen_seed) must be ...", where the bare name gen_seed was a word the user never typed."""
+    seed=-3` says "seed (gen_seed) must be ...", where the bare name gen_seed was a word the user never typed.
+    `whole`: the line without a chain's operator after the value, where words follow it (`:gen n=3; hi`)."""
     try:
         return convert(param, raw)
     except UserError as e:
@@ -149,8 +150,9 @@ def _convert_as_typed(param: Param, raw: str, typed: str):
                 pass
             else:
                 op = raw.rstrip()[len(stem):]
+                line = f"; the line: {whole}" if whole else ""  # `the value is n=3` alone gave no line to run
                 raise UserError(f"{typed}={raw.rstrip()} ends with {op}: one command a line, {op} does not chain "
-                                f"commands; the value is {typed}={stem}") from None
+                                f"commands; the value is {typed}={stem}{line}") from None
         if typed == param.name or typed not in param.aliases or not str(e).startswith(param.name):
             raise
         raise type(e)(f"{typed} ({param.name}){str(e)[len(param.name):]}") from None
@@ -260,6 +262,9 @@ def _refuse_a_setting_of_another(command: Command, key: str, param: Param, value
     if (section != GenConfig.kind or not owners
             or any(p.setting is not None and p.setting.section == section for p in command.options)):
         return
+    if any((eq or key.startswith("--")) and _KEY.fullmatch(key.lstrip("-"))
+           and command.param_named(key.lstrip("-")) is None for key, eq, _ in (word.partition("=") for word in rest)):
+        return  # `:train n=5 n_layers=2`: settings besides, which refuse_a_setting's :set takes (a line kept them)
     first = command.options[0]
     after = "".join(f" {word}" for word in rest)
     owner = owners[0].name
@@ -516,6 +521,11 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
         _refuse_chained(cmd, _without_comment(cmd, tokens), rest)
     helper = _helper(registry)
     if helper is not None and helper is not cmd and _asks_help(cmd, tokens):
+        words = _without_comment(cmd, tokens)
+        asked = next((t for t in words if t.text == "-h" and t.quoted_from is None), None)
+        if asked is not None and asked.start is not None and len(words) > 1:  # `:set lr=0.1 -h`: lr=0.1 unset
+            without = f"{rest[:asked.start].rstrip()} {rest[asked.end:].strip()}".rstrip()
+            _refuse_more_than_help(helper, cmd, "-h", f":{cmd.name}{without}")
         return helper, CheckedArgs({helper.positional.name: check_value(helper.positional, cmd.name)})
     return cmd, _parse_args(cmd, tokens, registry, raw=rest)
 
@@ -544,7 +554,11 @@ def _kept_as_text(cmd: Command, rest: str, literal: frozenset) -> str:
 def _refuse_chained(cmd: Command, tokens: list[_Token], rest: str) -> None:
     """Commands joined on one line, as a shell joins them (`:set lr=0.02 ; :set n_layers=2`, `:train steps=5 &&
     :gen`, `:set lr=0.02; n_layers=2`, a `\\` that would continue the line): a UserError with the line's first
-    command as typed. Before, `;` was read as a key to show, or as the end of a value ("got '0.02;'")."""
+    command as typed. Before, `;` was read as a key to show, or as the end of a value ("got '0.02;'"). A name or a
+    path may hold them (`:data Tom & Jerry.txt`, `:save a & b`): there only a command after them (`:data sort; :gen`)
+    chains, and first :data Tom would load another file."""
+    positional = cmd.positional
+    named = positional is not None and (positional.path or positional.name in NAMES)
     for k, token in enumerate(tokens):
         if token.quoted_from is not None or token.start is None:
             continue
@@ -554,6 +568,8 @@ def _refuse_chained(cmd: Command, tokens: list[_Token], rest: str) -> None:
         elif len(text) > 1 and text.endswith(";") and (k < len(tokens) - 1 or _option_key(token) is not None):
             cut, op = token.end - 1, ";"
         else:
+            continue
+        if named and text != "\\" and not (k + 1 < len(tokens) and tokens[k + 1].text.startswith(":")):
             continue
         raise chained(f":{cmd.name}{rest[:cut].rstrip()}", op, not rest[token.end:].strip())
 
@@ -569,16 +585,27 @@ def _help_asked(registry: Registry, name: str, body: str) -> tuple[Command, Chec
     helper = _helper(registry)
     if helper is None or stem == name or not stem or stem.lower() not in registry.names():
         return None
-    return helper, CheckedArgs({helper.positional.name: check_value(helper.positional, registry.find(stem).name)})
+    cmd = registry.find(stem)
+    after = body.lstrip()[len(name):].strip()
+    if after and not after.startswith("#"):  # `:train? steps=5`: the help alone, its steps=5 gone unsaid
+        _refuse_more_than_help(helper, cmd, f":{name}", f":{cmd.name} {after}")
+    return helper, CheckedArgs({helper.positional.name: check_value(helper.positional, cmd.name)})
+
+
+def _refuse_more_than_help(helper: Command, cmd: Command, asked: str, line: str) -> None:
+    """`:gen? hello world`, `:set lr=0.1 -h`: a question for the help with more words, which the help showed and
+    dropped unsaid (the setting unset). A UserError with both lines: the help's, and the command's without it."""
+    raise UserError(f"{asked} asks for the help and runs nothing more: {phrase_command(helper.name, cmd.name)} shows "
+                    f"the help, {line} runs the command")
 
 
 def _asks_help(cmd: Command, tokens: list[_Token]) -> bool:
     """Whether the line asks for the command's help with `-h`, as the shell's `minitf train -h` does: anywhere before a
     bare `--`, where no option of the command is -h, and for a command that reads text, as the whole of it (`:gen -h`;
-    `:gen -- -h` generates from "-h")."""
+    `:gen -- -h` generates from "-h"; a text of a pair too: `:patch the -h flag vs the -x flag` is :patch's)."""
     if any(p.short == "h" for p in cmd.options):
         return False
-    if reads_prose(cmd):
+    if cmd.positional is not None and cmd.positional.name in PROSE:
         return len(tokens) == 1 and tokens[0].text == "-h" and tokens[0].quoted_from is None
     for token in tokens:
         if token.quoted_from is None and token.text == "--":
@@ -659,6 +686,25 @@ def _without_comment(cmd: Command, tokens: list[_Token]) -> list[_Token]:
             if not first_name:
                 return tokens[:at]
     return tokens
+
+
+def without_comment(line: str, registry: Registry) -> str:
+    """`line` less the comment that parse_line drops (`:set lr=0.01  # café note`), by the command's own rule
+    (_without_comment); the line as it is where it names no command or its quotes do not close. A script's bytes
+    that are not UTF-8 in a comment are no bytes of the command: it ran, the comment ignored, before they were said."""
+    stripped = line.lstrip()
+    body = stripped[1:]
+    name = body.split(None, 1)[0] if stripped.startswith(":") and body.strip() else ""
+    try:
+        cmd = registry.find(name) if name else None
+        rest = body.lstrip()[len(name):]
+        tokens = _tokenize(rest, windows_paths=cmd.takes_a_path) if cmd is not None else []
+    except UserError:
+        return line
+    kept = len(_without_comment(cmd, tokens)) if cmd is not None else 0
+    if kept == len(tokens) or tokens[kept].start is None:
+        return line
+    return line[:len(line) - len(rest) + tokens[kept].start]
 
 
 def in_comment(cmd: Command, words: list[str]) -> bool:
@@ -776,7 +822,12 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
         if param.name in args:  # both as typed: `learning_rate=0.1 lr=0.2` was "lr is given twice", with no 0.1
             raise UsageError(f"{param.name} is given twice ({given_as[param.name]} and {spelled}); give it once")
         given_as[param.name] = spelled
-        args[param.name] = _convert_as_typed(param, value, norm)
+        whole = None  # the line without a chain's operator after the value, for words that follow it (no command)
+        if (raw is not None and i < len(tokens) and None not in (tokens[i].start, tokens[i - 1].end)
+                and not tokens[i].text.startswith(":")):
+            whole = (f":{cmd.name}{raw[:tokens[i - 1].end].rstrip().rstrip(';&|')} "
+                     f"{raw[tokens[i].start:].strip()}")
+        args[param.name] = _convert_as_typed(param, value, norm, whole)
     if text and positional is None:  # `:ls all`: a switch named alone is on, as `--all` is
         for param in filter(None, map(cmd.switch_named, text)):
             if param.name in args:
@@ -816,6 +867,15 @@ def _refuse_not_here(cmd: Command, key: str, value: str | None, after: str, toke
     line that showed nothing, and failed), the command's text by its name (`:load --name x`: ":load takes no options;
     got 'name'"), and minitf's own on/off options, given as it starts (`:train --debug`)."""
     typed = [raw[t.start:t.end] for j, t in enumerate(tokens) if j != at and t.start is not None] if raw else []
+    if raw is not None and reads_prose(cmd) and tokens[at].start is not None and at + 1 < len(tokens):
+        # a flag amid a prompt (`:gen the --json option`, `:tok a --text b`) is the prompt's word: the lines for
+        # the flag said of it changed the text or dropped its words before it (`:tok b`); one that ends the line
+        # (`:tok 12 --json`) was meant as a flag, said below
+        line = _whole_line_as_text(cmd, tokens, at, raw)
+        word = raw[tokens[at].start:tokens[at].end]
+        if not line.partition(" -- ")[2].startswith(word):
+            raise UserError(f"{word.partition('=')[0]} is no option of {named(cmd.name)}; to read the whole line as "
+                            f"text: {clip(line, 200)}")
     if key == "json" and raw is not None:
         raise UserError(f"--json belongs to one-shot commands run from your system's shell (minitf {cmd.name} --json "
                         f"prints one JSON document); here results are shown as text: "

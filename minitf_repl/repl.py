@@ -116,7 +116,8 @@ def stdin_lines(stream=None) -> Iterable[str]:
     ("`:set` ... not both: :set :set shows")."""
     stream = stream if stream is not None else sys.stdin.buffer
     for raw in stream:
-        yield from (line.removeprefix("\ufeff") for line in re.split(r"\r(?!\n)", raw.decode("utf-8", "surrogateescape")))
+        text = raw.decode("utf-8", "surrogateescape")
+        yield from (line.removeprefix("\ufeff") for line in re.split(r"\r(?!\n)", text))
 
 
 # --- history -----------------------------------------------------------------------------------

@@ -234,10 +234,13 @@ def test_gen_on_a_task_says_right_or_wrong_and_what_a_question_looks_like(tmp_pa
         assert f"wrong: 314159={r.text}, the answer is 113459 ({right} of 6 characters right" in shown(r)
     held_out = next(q for q in (f"{n:06d}=" for n in range(1000)) if s.data.is_val(q))
     r = run_command(s, "gen", {"prompt": held_out + s.data.answer(held_out)})
-    # sort: another question of the same digits may be a training one, with the same answer (Task.twins)
-    assert "a held-out question: never drawn for training; the same digits in another order may be" in shown(r)
+    # sort: another question of the same digits is a training one, with the same answer (Task.trained_twin)
+    twin = s.data.trained_twin(held_out)
+    assert f"a held-out question: never drawn for training; {twin}, the same digits in another order, is a training" \
+        in shown(r)
     r = run_command(s, "gen", {"prompt": held_out + "999999"})  # wrong: no generalisation to speak of
-    assert "(0 of 6 characters right; a held-out question: never drawn for training; the same digits" in shown(r)
+    assert f"(0 of 6 characters right; a held-out question: never drawn for training; {twin}, the same digits" \
+        in shown(r)
     r = run_command(s, "gen", {"prompt": "3142=", "n": 4})  # a sort:4 question asked of a sort:6 model
     assert r.answer is None and "'3142=' is no question of sort:6, whose questions are 6 digits, then '=' (314159=)" \
         in " ".join(shown(r).split())

@@ -343,9 +343,9 @@ def test_non_utf8_bytes_on_standard_input(tmp_path):
     assert result.returncode == 1, err
     lines = [line for line in err.splitlines() if line.startswith("error: ")]  # notices go there too
     assert len(lines) == 3, err
-    assert "not UTF-8 text (\\xff \\xfe \\x80)" in lines[0]  # each bad byte said as a byte, not U+FFFD
-    assert "not UTF-8 text (\\xc3)" in lines[1]
-    assert "not UTF-8 text (\\xff)" in lines[2]
+    assert "not UTF-8 (\\xff \\xfe \\x80)" in lines[0]  # each bad byte said as a byte, not U+FFFD
+    assert "not UTF-8 (\\xc3)" in lines[1]
+    assert "not UTF-8 (\\xff)" in lines[2]
     assert b"trained 2 steps" in result.stdout and err.count("5 tokens in") == 1
     assert b"Traceback" not in result.stdout + result.stderr
 

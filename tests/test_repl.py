@@ -210,7 +210,7 @@ def test_non_utf8_stdin_is_read_as_bytes_then_reported_as_not_utf8():
     out, err = consoles()
     code = repl.run_lines([TINY] + lines, Session(), out, err)
     assert code == 1
-    assert "not UTF-8 text (\\xff \\xfe); save the script as UTF-8" in err.file.getvalue()
+    assert "not UTF-8 (\\xff \\xfe); convert: iconv -f latin1 -t utf-8 FILE > FILE-utf8.txt" in err.file.getvalue()
     assert err.file.getvalue().count("\n") == 1
 
 

@@ -183,3 +183,64 @@ def test_the_switches_the_repl_names_as_minitfs_own_are_the_front_doors():
                 if getattr(param.default, "default", None) is False
                 for decl in (getattr(param.default, "param_decls", None) or ()) if decl.startswith("--")}
     assert declared and set(OWN_SWITCHES) == declared, declared
+
+
+# --- review of the sweep: lines the refusals above caught that ran before ---------------------------------------------
+
+
+def test_a_path_or_a_name_holding_a_chains_operator_is_the_name(tmp_path, monkeypatch):
+    """`:data Tom & Jerry.txt` was "& does not chain commands; ... first :data Tom", a line loading another file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Tom & Jerry.txt").write_text("the cat sat on the mat. " * 20, encoding="utf-8")
+    (tmp_path / "notes; old.txt").write_text("the cat sat on the mat. " * 20, encoding="utf-8")
+    assert parse_line(":data Tom & Jerry.txt", REGISTRY)[1]["name"] == "Tom & Jerry.txt"
+    assert parse_line(":data notes; old.txt", REGISTRY)[1]["name"] == "notes; old.txt"
+    assert parse_line(":save a & b", REGISTRY)[1]["name"] == "a & b"
+    session = tiny_session()
+    run(session, ":data Tom & Jerry.txt")
+    assert session.data_spec.endswith("Tom & Jerry.txt"), session.data_spec
+    assert refusal(":data sort; :gen").endswith("first :data sort")  # a command after it: still a chain
+
+
+@pytest.mark.parametrize("line, prompts", [(":patch the -h flag vs the -x flag", "the -h flag vs the -x flag"),
+                                           (":patch a vs -h", "a vs -h")])
+def test_h_inside_a_pair_of_prompts_is_text(line, prompts):
+    cmd, args = parse_line(line, REGISTRY)  # it showed :patch's help
+    assert cmd.name == "patch" and args["prompts"] == prompts
+    assert parse_line(":patch -h", REGISTRY)[0].name == "help"
+
+
+@pytest.mark.parametrize("line, whole", [
+    (":gen the --json option", ":gen -- the --json option"),  # was `:gen the option`
+    (":gen pass --prompt text", ":gen -- pass --prompt text"),  # was `:gen text`
+    (":tok a --text b", ":tok -- a --text b"),  # was `:tok b`
+    (":gen how to use the --version flag", ":gen -- how to use the --version flag"),  # was `minitf --version`
+])
+def test_a_flag_amid_a_prompt_is_given_back_with_the_whole_text(line, whole):
+    message = refusal(line)
+    assert message.endswith(f"to read the whole line as text: {whole}"), message
+    cmd, args = parse_line(whole, REGISTRY)
+    assert args[cmd.positional.name] == line.split(None, 1)[1]  # the text, every word kept
+
+
+def test_a_generation_setting_beside_other_settings_gives_a_line_that_runs():
+    message = refusal(":train n=5 n_layers=2")  # was "did you mean :train steps=5 n_layers=2?", refused in turn
+    assert message.endswith(": :set n=5 n_layers=2, then :train"), message
+    parse_line(":set n=5 n_layers=2", REGISTRY)
+
+
+def test_a_chains_operator_after_a_value_amid_a_prompt_gives_the_whole_line():
+    message = refusal(":gen n=3; hi")  # was "... the value is n=3", no line to run
+    assert message.endswith("the line: :gen n=3 hi"), message
+    assert parse_line(":gen n=3 hi", REGISTRY)[1] == {"n": 3, "prompt": "hi"}
+    assert refusal(":gen n=5; :train").endswith("the value is n=5")  # a command after it: no such line
+
+
+@pytest.mark.parametrize("line, runs", [(":gen? hello world", ":gen hello world"),
+                                        (":train? steps=5", ":train steps=5"), (":set lr=0.1 -h", ":set lr=0.1")])
+def test_help_asked_with_more_words_is_refused_with_both_lines(line, runs):
+    message = refusal(line)  # the help was shown, the rest of the line dropped unsaid
+    assert message.endswith(f"shows the help, {runs} runs the command"), message
+    assert parse_line(runs, REGISTRY)[0].name != "help"
+    alone = line.split()[0] if "?" in line else f"{line.split()[0]} -h"
+    assert parse_line(alone, REGISTRY)[0].name == "help"  # `:gen?` alone: the help still

@@ -24,6 +24,18 @@ def test_a_blown_up_loss_after_a_data_switch_names_the_switch_not_the_rate():
     assert "too high" not in shown and "safe start" not in shown
 
 
+def test_a_blown_up_loss_after_a_switch_in_the_middle_of_a_stopped_run_says_where_the_run_switched():
+    session = tiny_session("reverse:4")
+    run(session, ":train", Recorder(stop_after=3))  # a run of 6, stopped at step 3
+    run(session, ":data reverse:5")  # the same vocabulary: the run goes on
+    result = run(session, ":train")
+    assert result.resumed and result.switched_at == 3 and result.run_start == 0
+    shown = plain(dataclasses.replace(result, val_loss=10.13, train_loss=10.2))
+    # was: "this run began on reverse:5 with a model trained to step 3", where it began at step 0 on reverse:4
+    assert "this run switched to reverse:5 at step 3, its model trained to there on other data" in shown, shown
+    assert "began on" not in shown
+
+
 def test_a_blown_up_loss_without_a_switch_still_blames_the_rate():
     session = tiny_session("reverse:4")
     result = run(session, ":train steps=2")
@@ -71,12 +83,35 @@ def test_a_right_held_out_answer_is_not_called_generalisation_where_its_twin_is_
     assert "generalisation" in answer_line(reverse.grade(val + reverse.answer(val)))
 
 
+def test_a_held_out_answers_twin_line_is_the_questions_own():
+    task = Task("add", 3)
+    twinned, alone = _held_out(task, twinned=True), _held_out(task, twinned=False)
+    a, b = twinned.rstrip("=").split("+")
+    assert task.trained_twin(twinned) == f"{b}+{a}=" and task.trained_twin(alone) is None
+    # was: "its twin ... may be" for every held-out question of add, whose twin was held out too or itself
+    assert f"{b}+{a}=" in answer_line(task.grade(twinned + task.answer(twinned)))
+    line = answer_line(task.grade(alone + task.answer(alone)))
+    assert "twin" not in line and "so this is generalisation" in line, line
+    own = next(q for n in range(1000) if task.is_val(q := f"{n:03d}+{n:03d}="))  # a+a= is its own twin
+    assert task.trained_twin(own) is None and "generalisation" in answer_line(task.grade(own + task.answer(own)))
+    sort = Task("sort", 4)
+    assert sort.trained_twin("1111=") is None  # no other order of its digits
+    held = next(q for n in range(10_000) if sort.is_val(q := f"{n:04d}=") and len(set(q)) == 5)
+    twin = sort.trained_twin(held)
+    assert sorted(twin) == sorted(held) and twin != held and not sort.is_val(twin)
+
+
 def test_train_fresh_starts_from_new_weights_and_keeps_the_trained_model():
     session = tiny_session("sort:4")
     run(session, ":train steps=6")
     hooks = Recorder()
     result = run(session, ":train fresh=on steps=2", hooks)
     assert result.total_steps == 2 and result.schedule == "new"  # a new model's first run, not step 8
+    assert not result.resumed and session.trainer.run_start == 0 and len(session.trainer.history) == 2
+    new = tiny_session("sort:4")
+    run(new, ":train steps=2")
+    # the seed's own draw of weights, as a new session's: its steps are that session's, loss for loss
+    assert [row["train_loss"] for row in session.trainer.history] == [row["train_loss"] for row in new.trainer.history]
     kept = [line for line in hooks.notices if line.startswith("fresh=on: new weights")]
     assert kept and "kept as checkpoint kept-" in kept[0]
     assert (session.checkpoint_dir / kept[0].split("checkpoint ")[1].split(" ")[0] / "checkpoint.json").is_file()

@@ -89,6 +89,23 @@ def test_force_color_into_a_file_colours_it_but_draws_no_live_bar_and_wraps_no_m
     assert RichReporter(console_for(file=io.StringIO(), force_terminal=True)).live  # told so by its maker: a terminal
 
 
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_tty_compatible_0_on_a_terminal_prints_a_line_per_evaluation_as_rich_draws_no_live_bar(monkeypatch):
+    from minitf_repl.render import RichReporter
+
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    console = console_for(file=_Terminal(), width=40)
+    assert not console.is_terminal  # Rich's own: its Live draws nothing on this console
+    reporter = RichReporter(console, lines=True)
+    # was: live (the file is a terminal) and no lines, so a :train showed no progress until its end
+    assert not reporter.live and reporter.lines
+
+
 # --- 5. the docs name the ASCII fallback --------------------------------------------------------------------------
 def test_the_inside_views_guide_says_what_an_ascii_output_writes_for_the_views_and_for_text():
     guide = (DOCS / "inside-views.md").read_text(encoding="utf-8")
@@ -161,7 +178,42 @@ def test_a_scripts_bytes_that_are_not_utf8_are_said_to_be_so_not_blamed_on_the_v
 
     lines = list(repl.stdin_lines(io.BytesIO(b":gen h\xe9llo n=2\n")))
     code, _, said = drive(tiny_session(), *lines)
-    assert "not UTF-8 text (\\xe9)" in said and "save the script as UTF-8" in said and "vocabulary" not in said, said
+    assert "not UTF-8 (\\xe9)" in said and "iconv -f latin1 -t utf-8 FILE" in said and "vocabulary" not in said, said
+
+
+def test_the_iconv_line_for_a_scripts_bytes_runs_as_given(tmp_path):
+    """`iconv -t utf-8` without -f reads the locale's encoding and failed: "illegal input sequence"."""
+    import io
+    import re
+    import shutil
+    import subprocess
+
+    from test_hostile import drive
+
+    from minitf_repl import repl
+
+    _, _, said = drive(tiny_session(), *repl.stdin_lines(io.BytesIO(b":gen caf\xe9\n")))
+    given = re.search(r"iconv .*", said).group(0).strip()
+    if shutil.which("iconv") is None:
+        pytest.skip("no iconv here")
+    (tmp_path / "FILE").write_bytes(b":gen caf\xe9\n")
+    subprocess.run(given, shell=True, cwd=tmp_path, check=True, env={"LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"})
+    assert (tmp_path / "FILE-utf8.txt").read_text(encoding="utf-8") == ":gen caf\u00e9\n"
+
+
+def test_a_scripts_comment_after_a_command_may_hold_bytes_that_are_not_utf8():
+    """`:set lr=0.01 # caf\xe9 note` in a Latin-1 script ran, the comment ignored, before bytes were said."""
+    import io
+
+    from test_hostile import drive
+
+    from minitf_repl import repl
+
+    session = tiny_session()
+    code, _, said = drive(session, *repl.stdin_lines(io.BytesIO(b":set lr=0.01 # caf\xe9 note\n")))
+    assert code == 0 and "not UTF-8" not in said and session.train_config.lr == 0.01, said
+    code, _, said = drive(tiny_session(), *repl.stdin_lines(io.BytesIO(b":gen # caf\xe9\n")))  # a prompt's: said
+    assert "not UTF-8 (\\xe9)" in said, said
 
 
 def test_a_command_line_word_in_utf8_under_a_c_locale_is_said_to_be_the_locales_doing(monkeypatch):
@@ -174,3 +226,14 @@ def test_a_command_line_word_in_utf8_under_a_c_locale_is_said_to_be_the_locales_
     assert "UTF-8 locale (LC_ALL=C.UTF-8 minitf" in said and "not UTF-8 text" not in said, said
     latin1 = b"h\xe9llo".decode("ascii", "surrogateescape")  # Latin-1 bytes: no locale reads them as UTF-8
     assert "is not UTF-8 text (bytes \\xe9)" in cli._undecodable([latin1])
+
+
+def test_the_data_note_after_a_train_names_the_task_with_its_size():
+    """`:data sort:1` after a train on sort said "data is now sort:1", then "goes on training it on sort"."""
+    from test_render import plain
+
+    s = tiny_session("sort")
+    run(s, ":train steps=3")
+    shown = plain(run(s, ":data sort:1"), width=300)
+    assert "data is now sort:1" in shown and "goes on training it on sort:1" in shown, shown
+    assert "decay for sort:1" in shown, shown

@@ -309,7 +309,8 @@ def answer_line(graded: Graded, given: int = 0, untrained: bool = False) -> str:
     step yet, so it saw no question (a training question "the model may have seen", beside "not trained yet")."""
     seen = ("a training question, though the model has trained on none yet" if not graded.held_out and untrained
             else "a training question: the model may have seen it" if not graded.held_out else
-            # its twin (b+a= on add, the same digits reordered on sort) may be a training question of the same answer
+            # its twin (b+a= on add, the same digits reordered on sort), where this question's is a training question
+            # of the same answer (Task.trained_twin): a right answer may be that one's, remembered
             f"a held-out question: never drawn for training; {graded.twins}" if graded.twins else
             "a held-out question: never drawn for training" + (", so this is generalisation" if graded.right else ""))
     typed = ""

@@ -1059,9 +1059,10 @@ def render_data(result: DataResult, console: Console) -> None:
     fields(console, rows)
     if result.recipe:
         say(console, recipe_line(info.name, result.recipe), "cyan")
+    # a task's size is part of what it is (sort:2); a file's spec is its path, which its name says shorter
+    shown = result.spec if info.kind == 'task' and result.spec else info.name
     if result.changed:  # a rebuild said it too: a switch to sort rebuilt the model, and no line named the data
-        # a task's size is part of what it is (sort:2); a file's spec is its path, which its name says shorter
-        say(console, f"data is now {result.spec if info.kind == 'task' and result.spec else info.name}", "green")
+        say(console, f"data is now {shown}", "green")
     if result.rebuilt:
         message = f"the model was rebuilt for a vocabulary of {info.vocab_size}: weights reset (step 0)"
         say(console, message, "yellow")
@@ -1078,9 +1079,9 @@ def render_data(result: DataResult, console: Console) -> None:
                         f"{result.floor_rate:.3g}, the lr setting (the last run ended above it, at "
                         f"{result.ended_at:.3g})")
                 floor = (f", at {rate} held constant (that run's schedule has ended); "
-                         f"{cmd('train', schedule='new')} starts a fresh warm-up and decay for {info.name}")
+                         f"{cmd('train', schedule='new')} starts a fresh warm-up and decay for {shown}")
             note(console, f"the model trained to step {result.model_step:,} stays (the vocabulary is the same): "
-                          f"{cmd('train')} goes on training it on {info.name}{floor}; "
+                          f"{cmd('train')} goes on training it on {shown}{floor}; "
                           f"{cmd('train', fresh=True)} starts from new weights")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
         note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "

@@ -503,7 +503,7 @@ def start_fresh(session: Session, reporter) -> str | None:
     has nothing to draw again: the run builds one from the seed."""
     if not session.has_model:
         return None
-    off, quantized = [str(a) for a in session.ablations], session.sampling_copy  # the parts of the model that goes
+    quantized = session.sampling_copy  # the part of the model that goes (ablations: cmd_train refused them first)
     lost: list[str] = []  # told once the new model stands (keep_trained_model)
     kept = keep_trained_model(session, reporter=reporter, action="restart", lost=lost)
     session.rebuild()
@@ -512,8 +512,6 @@ def start_fresh(session: Session, reporter) -> str | None:
     reporter.notice(f"fresh=on: new weights drawn from seed {session.train_config.seed} (step 0)"
                     + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)"
                        if kept else ""))
-    if off:
-        reporter.notice(ablations_gone(off))
     if quantized:
         reporter.notice(quantized_gone())
     return kept

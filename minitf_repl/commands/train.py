@@ -157,6 +157,9 @@ class TrainResult:
     # the step the model had trained to on other data where this run began on a data switch that kept the weights
     # (same vocabulary): a val loss far above ln V is then the new data's, which no rate explains; None: no switch
     switched_at: int | None = field(default=None, metadata={"view_only": True})
+    # the step this run began at, where a switch kept it going (a stop, then :data of the same vocabulary): the run
+    # began before switched_at, on the other data, and the message says the switch came in its middle
+    run_start: int | None = field(default=None, metadata={"view_only": True})
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -452,8 +455,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     on_step = reporter.on_step
     if watcher is not None:
         def watch(step: int, val_loss: float | None) -> None:
+            from ..core.fastpath import products_uncounted
+
             t0 = time.perf_counter()
-            frame = watcher.frame(session.model, step, val_loss)
+            with products_uncounted():  # the view's products are not the run's (its result names the run's kernel)
+                frame = watcher.frame(session.model, step, val_loss)
             watched[0] += time.perf_counter() - t0
             frames.append(frame)
             reporter.on_watch(frame)
@@ -561,6 +567,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         # the run's first weights were trained on the data before the switch (the run began at it, or before)
         switched_at=(since if 0 < (since := session.data_since_step) and session.trainer.run_start <= since
                      else None),
+        run_start=session.trainer.run_start,
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
@@ -828,8 +835,8 @@ def bpc_words(bpc: float, tokens_per_char: float | None) -> str:
 def speed_parts(result: TrainResult) -> list[str]:
     """What the summary adds for the speed switches: the dtype the steps ran in ("float32" too: where dtype=auto
     chose it, nothing said so, and the README sends a user to this line to learn which it chose), on a CPU with
-    the threads it ran on ("float32 on 2 CPU threads") and the kernel of its float32 products ("MKL's products"),
-    "compiled in 41.2 s"."""
+    the threads it ran on ("float32 on 2 CPU threads") and the kernel of its float32 products ("MKL for the fast
+    path's linear products"), "compiled in 41.2 s"."""
     parts = [result.dtype]
     if result.cpu is not None and result.threads:
         # a float32 sum split across threads adds in another order at another count: the same seed gave 2.6415 in one
@@ -838,8 +845,10 @@ def speed_parts(result: TrainResult) -> list[str]:
     if result.cpu_float32_products is not None:
         # the other thing a process picks for itself that moves a run's numbers (core.fastpath.onednn_faster): at one
         # thread count, float32 runs on MKL and oneDNN parted at step 3 with nothing said
+        # the kernel the fast path chose for its linear layers' products: other products (a SwiGLU's, nn.Linear's
+        # own) run on MKL whatever it chose, so "oneDNN's products" claimed more than ran on it
         evaluations = "" if result.dtype == "float32" else " float32 products in its evaluations"
-        parts[-1] += f", {result.cpu_float32_products}'s{evaluations or ' products'}"
+        parts[-1] += f", {result.cpu_float32_products} for the fast path's linear{evaluations or ' products'}"
     if result.dtype_before is not None:  # the run's earlier steps, in another (:set dtype= while it was stopped)
         dtype, step = result.dtype_before
         parts.append(f"{dtype} at step {step:,}, the step before these")
@@ -898,11 +907,14 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
     elif blown_up(result) and result.switched_at is not None:
         # not the rate: reverse:8's model, 100% accurate, then 1 step of reverse:11 at lr=1e-3 ended at 10.1, and
         # the advice read "lr=0.001 is a safe start" of the rate it ran at
+        # a switch in the middle of a stopped run: the run began at its own step on the other data, not on this
+        began = (f"this run switched to {result.data} at step {result.switched_at:,}, its model trained to there on "
+                 "other data" if result.run_start is not None and result.run_start < result.switched_at
+                 else f"this run began on {result.data} with a model trained to step {result.switched_at:,} on other "
+                      "data")
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
-                     f"a uniform guess: this run began on {result.data} with a model trained to step "
-                     f"{result.switched_at:,} on other data (the switch kept its weights), which it has not learned "
-                     f"yet, whatever the rate; train on longer, or {cmd('train', fresh=True)} starts from new weights",
-            "yellow")
+                     f"a uniform guess: {began} (the switch kept its weights), which it has not learned yet, whatever "
+                     f"the rate; train on longer, or {cmd('train', fresh=True)} starts from new weights", "yellow")
     elif blown_up(result):
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
                      "a uniform guess: training made the model worse, which a learning rate too high for it does; "

@@ -17,6 +17,7 @@ import collections
 import contextlib
 import functools
 import hashlib
+import itertools
 import math
 import operator
 import os
@@ -444,7 +445,8 @@ class Graded:
     # a validation question: never drawn for training, though a training question may have its answer (add's b+a=,
     # sort's same digits in another order: Task.twins)
     held_out: bool
-    twins: str = field(default="", metadata={"view_only": True})  # the task's Task.twins, for the line that says so
+    # where held out: the training question of the same answer, as the line says it (Task.twin_line); "" where none is
+    twins: str = field(default="", metadata={"view_only": True})
 
 
 def _crc_table() -> torch.Tensor:
@@ -617,7 +619,39 @@ class Task:
             return None
         expected = self.answer(question)
         return Graded(question, written, expected, written == expected,
-                      sum(a == b for a, b in zip(written, expected)), self.is_val(question), self.twins)
+                      sum(a == b for a, b in zip(written, expected)), held_out := self.is_val(question),
+                      self.twin_line(question) if held_out else "")
+
+    def trained_twin(self, question: str) -> str | None:
+        """A training question with `question`'s answer, None where none is: add's b+a= where it is not held out too
+        (10,306 of add:3's held-out questions have a held-out twin, and a+a= is its own), sort's same digits in
+        another order (only a question of one digit repeated has none); reverse's answers are each one question's.
+        Decides per question whether a right held-out answer is generalisation (commands.generate.answer_line)."""
+        head = question.rstrip("=")
+        if self.name == "add":
+            a, _, b = head.partition("+")
+            twin = f"{b}+{a}="
+            return twin if twin != question and not self.is_val(twin) else None
+        if self.name == "sort":
+            # the first few orders nearly always hold a training one (nine in ten questions are); `seen` skips the
+            # orders a repeated digit makes again
+            seen = {head}
+            for order in itertools.permutations(head):
+                twin = "".join(order)
+                if twin not in seen:
+                    seen.add(twin)
+                    if not self.is_val(twin + "="):
+                        return twin + "="
+        return None
+
+    def twin_line(self, question: str) -> str:
+        """What the line of a held-out `question` says of its trained twin (trained_twin); "" where it has none."""
+        twin = self.trained_twin(question)
+        if twin is None:
+            return ""
+        if self.name == "add":
+            return f"its twin with the two numbers swapped, {twin}, is a training question with the same answer"
+        return f"{twin}, the same digits in another order, is a training question with the same answer"
 
     @staticmethod
     def is_val(question: str) -> bool:

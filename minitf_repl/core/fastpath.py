@@ -440,6 +440,17 @@ def float32_products_chosen(reset: bool = False) -> bool:
     return _chosen[0]
 
 
+@contextlib.contextmanager
+def products_uncounted():
+    """Products inside are not counted by `float32_products_chosen`: a view's forwards between a run's steps (:train
+    watch=), whose products are not the run's, marked a bfloat16 run's result as one of float32 products."""
+    before = _chosen[0]
+    try:
+        yield
+    finally:
+        _chosen[0] = before
+
+
 def products_kernel() -> str:
     """"oneDNN" or "MKL": the kernel the fast path's float32 CPU products run on in this process (`onednn_faster`,
     or $MINITF_PRODUCTS), as :device names it."""

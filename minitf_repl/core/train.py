@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import math
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -198,6 +199,9 @@ class Trainer:
         self.alone = False
         self._stop_from_peer = False  # the last stop check stopped because another rank asked
         self._unread_batch: tuple | None = None  # a run's last batch where it stopped between evaluations
+        # (step, what its evaluation would have scored: _evaluated_on) where a stop cut an evaluation short: a data
+        # switched since (same vocabulary, so the run goes on) would measure that row, trained on the old, on the new
+        self._cut_at: tuple | None = None
         self._target_share = 1.0  # under DDP: this rank's share of the global batch's targets x ranks (_train_batch)
         self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
         self._fast = None  # FastPath(model), made on the first step that takes it
@@ -374,7 +378,13 @@ class Trainer:
         compile_seconds, compiled, compile_tokens = None, False, 0
         float32_products_chosen(reset=True)
         if self._evaluation_missing():  # a stop cut the last step's evaluation short: measured before the next step
-            cut = self._measure_missing_evaluation(on_notice, on_evaluate, stop_evaluation)
+            if self._cut_at is not None and self._cut_at != (self.step, self._evaluated_on()):
+                if on_notice is not None:  # a number on other batches than the unbroken run's is no number of its
+                    on_notice(f"the evaluation after step {self.step:,}, which the stop cut short, stays unmeasured: "
+                              "the data or the evaluation's settings (eval_batches, batch_size, seed) changed since "
+                              "the stop, and its val loss would be of those, not of the data the step trained on")
+            else:
+                cut = self._measure_missing_evaluation(on_notice, on_evaluate, stop_evaluation)
         while self.run_remaining > 0:
             if self._peer_safe(self._stop_requested, lambda: cut or (should_stop is not None and should_stop())):
                 stopped = True
@@ -445,6 +455,7 @@ class Trainer:
                     info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
                 except EvaluationStopped as e:  # the step stands, unevaluated, and the run stops before the next
                     cut = True
+                    self._cut_at = (self.step, self._evaluated_on())
                     if on_notice is not None:
                         on_notice(self._evaluation_stopped_line(e))
                     info.val_loss, info.accuracy = e.val_loss, None
@@ -495,12 +506,21 @@ class Trainer:
             return (f"the evaluation after step {self.step:,} was stopped {'again ' if again else ''}before the task's "
                     "accuracy: its val loss was measured, its accuracy not")
         # a stop asked during the step itself skips its evaluation whole
-        how = (f"stopped {'again ' if again else ''}after {e.done} of {count(e.total, 'batch', 'batches')}" if e.done
+        how = (f"stopped {'again ' if again else ''}after {e.done:,} of {count(e.total, 'batch', 'batches')}" if e.done
                else "skipped again (the stop came before its first batch)" if again
                else "skipped (the stop came during the step)")
-        # a stopped run's point was missing for good from its history, where the unbroken run's has it
-        return (f"the evaluation after step {self.step:,} was {how}: its val loss was not measured; continuing the "
-                "run measures it first")
+        # a stopped run's point was missing for good from its history, where the unbroken run's has it; after the
+        # run's last step there is no run to continue (the next :train starts a new one), so nothing measures it then
+        if self.run_remaining > 0:
+            return (f"the evaluation after step {self.step:,} was {how}: its val loss was not measured; continuing "
+                    "the run measures it first")
+        return (f"the evaluation after step {self.step:,}, the run's last, was {how}: the run's last val loss stays "
+                "unmeasured (:ngram measures the model's val loss now)")
+
+    def _evaluated_on(self) -> tuple:
+        """What an evaluation now scores: the dataset (by identity, held weakly: a switched-from text of 200 MiB is not
+        kept for it) and the settings that draw its batches (evaluate)."""
+        return weakref.ref(self.data), self.config.eval_batches, self.config.batch_size, self.config.seed
 
     def _evaluation_missing(self) -> bool:
         """Whether the run goes on from a step whose evaluation a stop cut short (EvaluationStopped): the history's
@@ -525,6 +545,7 @@ class Trainer:
         try:
             val_loss, accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
         except EvaluationStopped as e:
+            self._cut_at = (self.step, self._evaluated_on())
             if e.val_loss is not None:
                 self.history[-1]["val_loss"] = e.val_loss
                 self.history[-1]["val_bpc"] = bits_per_char(e.val_loss, val_tokens_per_char(self.data))
@@ -536,7 +557,9 @@ class Trainer:
         row = self.history[-1]
         row["val_loss"], row["accuracy"] = val_loss, accuracy
         row["val_bpc"] = bits_per_char(val_loss, val_tokens_per_char(self.data))
-        if not math.isfinite(val_loss):
+        # under DDP rank 0 alone measures it: raised here, the other ranks would wait in the next step's collective for
+        # good; the next step's loss, checked on every rank alike, says it there (as in the loop)
+        if not math.isfinite(val_loss) and self._ddp is None:
             self._diverged_after("val loss", val_loss)
         if on_notice is not None:
             measured = f"val loss {val_loss:.4f}" + (f", accuracy {accuracy:.1%}" if accuracy is not None else "")

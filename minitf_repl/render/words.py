@@ -166,12 +166,13 @@ def is_a_terminal(console: Console) -> bool:
     what FORCE_COLOR (or TTY_COMPATIBLE=1) makes of a file or a pipe. Rich takes those for a terminal, and a
     `FORCE_COLOR=1 minitf train > run.log` held the live bar's redraws and none of the lines per evaluation; they ask
     for colour, which Rich still gives. A console told force_terminal by its maker (console_for's, a test's) is what
-    it was told."""
+    it was told. Not the file alone either: TTY_COMPATIBLE=0 (or an empty FORCE_COLOR) on a real terminal makes Rich's
+    is_terminal False, and its Live then draws nothing, so a bar chosen by the file alone showed no progress at all."""
     told = getattr(console, "told_terminal", None) if isinstance(console, _Console) else console.is_terminal
     if told is not None:
         return told
     try:
-        return console.file.isatty()
+        return console.is_terminal and console.file.isatty()
     except (AttributeError, ValueError, OSError):  # no file, or a closed one
         return False
 
