@@ -792,7 +792,7 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
             return before + ["set", param.setting.name, *after[2:]]  # `help train lr`: the setting, as in the REPL
         return before + [name, "--help"]
     key = word[0].split("=")[0] or word[0]  # `help lr=`: the setting lr, as `:help lr=` and `:set lr=` spell it
-    if _setting(key):
+    if _setting(key) or _shown_by_set(key):
         return before + ["set", key, *after[1:]]
     texts = [w for w in after if not w.startswith("-")]
     joined = "_".join(texts)  # `help learning rate`: learning_rate, its words joined, as `:help learning rate` reads
@@ -805,6 +805,13 @@ def _setting(key: str) -> bool:
     """Whether `key` names a setting (or another spelling of one) that `minitf set KEY` shows."""
     param = REGISTRY["set"].param_named(key)
     return param is not None and param.setting is not None
+
+
+def _shown_by_set(key: str) -> bool:
+    """Whether `minitf set KEY` shows `key` though it is no setting: an action of set's that takes one of its choices
+    (preset), which `minitf help preset` refused where `minitf set preset` showed it (commands.settings.shown_setting)."""
+    param = REGISTRY["set"].param_named(key)
+    return param is not None and not param.positional and param.refusal is None and bool(param.choices)
 
 
 def _named(word: str, commands) -> str:

@@ -372,21 +372,18 @@ class CommandCompleter(Completer):
         used |= {flag.name for tok in before + rest if (flag := self._flag(command, tok, bools=True)) is not None}
         typed = word.lstrip("-").replace("-", "_")
         # after a contender's comma only its settings: :compare's own options there (data=, steps=) were refused
-        for param in () if in_contender else command.options:
-            if param.name in used or any(alias in used for alias in param.aliases):
-                continue
-            if param.name.startswith(typed):
-                yield Completion(f"{param.name}=", start_position=-len(word))
-            elif typed and (alias := next((a for a in param.aliases if a.startswith(typed)), None)):
-                # another spelling (nanoGPT's block_size) completes to the option's own name, saying why
-                yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
+        offered = [param for param in (() if in_contender else command.options)
+                   if param.name not in used and not any(alias in used for alias in param.aliases)]
         own = {param.name for param in command.options}
-        for param in pairs:  # a contender's settings: each may come again in the next contender
-            if param.name in own:
-                continue
+        offered += [param for param in pairs if param.name not in own]  # a contender's settings: again in the next
+        for param in offered:
             if param.name.startswith(typed):
                 yield Completion(f"{param.name}=", start_position=-len(word))
-            elif typed and (alias := next((a for a in param.aliases if a.startswith(typed)), None)):
+        # another spelling (nanoGPT's block_size) completes to the option's own name, saying why, after every own
+        # name: first, `:set n_` took n_embd's d_model= for the n_heads= typed toward. Each spelling that starts so
+        # is offered, n_head as n_embd (n_head went unsaid where n_heads matched too)
+        for param in offered if typed else ():
+            for alias in (a for a in param.aliases if a.startswith(typed)):
                 yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
         yield from self._positional_completions(command, before, word, complete_event)
 

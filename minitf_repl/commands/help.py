@@ -65,9 +65,9 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     try:
         cmd = REGISTRY.find(word)
     except UserError:
-        from .settings import setting_help
+        from .settings import setting_help, shown_setting
 
-        setting = setting_help(session, word)  # `:help lr`: a setting, not a command
+        setting = shown_setting(session, word)  # `:help lr`: a setting, not a command; `:help preset` as `:set preset`
         if setting is None and len(name.split()) > 1:  # `:help learning rate`: learning_rate, its words joined
             setting = setting_help(session, "_".join(name.split()))
         if setting is None:
@@ -113,8 +113,11 @@ def no_such_help(word: str) -> UserError:
     from .settings import SET, setting_keys, setting_spellings
 
     key = word.strip().lstrip(":").lower()
-    if SET.param_named(key) is not None:  # preset=: an action of :set, not a setting of its own
-        return UserError(f"{key} is an option of {cmd('set')}, not a setting; {cmd('help', 'set')} says what it takes")
+    # preset=, an action of :set shown as a setting: `:help preset` shows it, but `minitf help` hands set the keys
+    # of settings alone (cli._setting), so the shell's help of it comes here: point to what shows it
+    if (param := SET.param_named(key)) is not None and not param.positional and param.setting is None:
+        return UserError(f"{key} is no setting but what {cmd('set', **{key: param.metavar})} changes: "
+                         f"{cmd('set', key)} shows it")
     # a setting's help: `:help lr`, from the shell `minitf set lr` (`minitf lr --help` is no command)
     # from the shell, no command of the REPL alone (`minitf quit` is refused)
     spelled = {name: cmd(name) for name, c in REGISTRY.names().items() if syntax() == REPL or not c.repl_only} | \

@@ -218,6 +218,17 @@ def setting_help(session: Session, key: str) -> SettingHelp | None:
                        param.refusal, source)
 
 
+def shown_setting(session: Session, key: str) -> SettingHelp | None:
+    """What `:set KEY` and `:help KEY` show of the :set key `key`: a setting as setting_help has it, and preset=, an
+    action that takes a value, as a setting too (`:help preset` was refused where `:set preset` showed it)."""
+    if (h := setting_help(session, key)) is not None:
+        return h
+    param = SET.param_named(key.strip().lstrip(":"))
+    if param is None or param.positional or param.refusal is not None or param.setting is not None:
+        return None
+    return _preset_shown(session, param)
+
+
 def _overrides(param: Param, spec) -> bool:
     """Whether a command's option sets this setting for that command alone: made from it, or falling back on it.
     A name alone says nothing: `:ngram n=` is the counter's order, `:context seed=` its windows', not `n` or `seed`."""
@@ -372,8 +383,10 @@ SET_ELSEWHERE = {**dict.fromkeys(("schedule", "lr_schedule", "scheduler", "decay
                  "lr_decay_iters": _decay_length_elsewhere, "min_lr": _floor_elsewhere}
 
 
+# from the shell a change is checked and gone when that one process ends (render_set): its --help says so first
 @command("set", "Change settings: model architecture (most reset the weights), training, generation or the shell; "
-         "a name alone shows that setting.",
+         "a name alone shows that setting. From the shell a change lasts one command: give it to that command, as "
+         "minitf --set KEY=VALUE COMMAND.",
          params=_set_params(), needs_torch=False, pairs=True, json_version=4, elsewhere=SET_ELSEWHERE)  # fmt: skip
 def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     keys = (args.pop("keys", None) or "").split()
@@ -715,7 +728,7 @@ def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
     shown: list[SettingHelp] = []
     named_at = None  # where the last setting's name stood
     for i, word in enumerate(words):
-        if (h := setting_help(session, word)) is not None:
+        if (h := shown_setting(session, word)) is not None:  # preset too: shown as a setting
             shown.append(h)
             named_at = i
             continue
@@ -730,10 +743,6 @@ def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
                                 f"({cmd('set', **{named.name: named.metavar})}), and {e}") from None
             raise UserError(f"a setting and its value go as one word: {cmd('set', **{shown[-1].name: value})}")
         param = SET.find_param(word)  # a name of no setting: "unknown option ...; did you mean lr?"
-        if param.name == "preset":  # an action, not a setting: shown as one, its value the preset the model matches
-            shown.append(_preset_shown(session, param))  # (`minitf set preset` failed, exit 1, where `set lr` showed)
-            named_at = i
-            continue
         raise UserError(f"{param.name} takes a value: {cmd('set', **{param.name: param.metavar})}")
     return shown
 

@@ -336,7 +336,9 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
         note(console, f"this model has not trained yet: the val loss and tokens compared are random weights'; {fix}")
     made = f"{count(m.linear_layers, 'Linear layer')} int8, on the CPU"
     if syntax() == REPL:
-        say(console, f"{cmd('gen')} now samples from the int8 copy ({made}); {cmd('quantize', 'off')} goes back; "
+        # all three that decode with it, as its help names them (this named :gen alone)
+        say(console, f"{cmd('gen')}, {cmd('step')} and {cmd('kv')} now decode with the int8 copy ({made}); "
+                     f"{cmd('quantize', 'off')} goes back; "
                      "training, loading or a rebuild (:set, :data) drops the copy", "green")
     else:  # the copy lives in the session, which a one-shot command ends: the next `minitf gen` samples the float model
         say(console, f"the int8 copy ({made}) ends with this command: in the REPL ({interactive()}), :gen samples "

@@ -203,8 +203,8 @@ def read_again(session: Session, reporter: Reporter) -> None:
     # unlike :set lr, which a stopped run then goes on under, lr= here asks for a run at that peak: a new one (a
     # stopped run's steps left are dropped, as its notice says), said in the help, where "like :set lr" alone hid it
     param_from_setting(TrainConfig.spec("lr"), help="peak learning rate of a new run (a stopped run's steps left "
-                                                    "are dropped; :set lr changes it for the run going on); kept, "
-                                                    "like :set lr", kept=True),
+                                                    "are dropped; the lr setting, :set lr=X, goes on with a stopped "
+                                                    "run at that rate); kept, like :set lr", kept=True),
     param_from_setting(TrainConfig.spec("batch_size"),
                        help="sequences per step, per process under torchrun (kept, like :set batch_size)",
                        kept=True),
@@ -219,15 +219,15 @@ def read_again(session: Session, reporter: Reporter) -> None:
                        help="seed of the batch order and the validation batches, and of the weights of a model this "
                             "command builds (kept); on a CPU, float sums split across another thread count differ "
                             "from about the third decimal on, more as the run goes (the summary names the count; "
-                            "threads=N fixes it), and so do float32 products on the other kernel (the summary "
+                            ":set threads=N fixes it), and so do float32 products on the other kernel (the summary "
                             f"names it; ${PRODUCTS_ENV} set to onednn or torch fixes it)",
                        kept=True),
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),
     Param("schedule", str, choices=SCHEDULES,
-          help="new: warm-up, then cosine from the peak lr; continue: a constant rate, lr= if given, else the last "
-               "run's final rate, or the lr setting where that is lower (default: continue for a trained model, "
-               "unless lr= is given; new otherwise)"),
+          help="new: warm-up, then cosine from the peak lr; continue: a constant rate, the lr option's if given, else the "
+               "last run's final rate, or the lr setting where that is lower (default: continue for a trained "
+               "model, unless the lr option is given; new otherwise)"),
     Param("watch", str, choices=WATCH_VIEWS,
           help="at every evaluation, draw this view under the loss table: attn (one block's heads), lens (the "
                "logit lens), samples (a greedy continuation), grad (the gradient each block receives, as :grad "

@@ -548,8 +548,8 @@ class TrainConfig(Settings):
     # run at 1 and 2 threads read 2.6292 and 2.6279 at step 80
     seed: int = setting(1337, "seed of the initial weights, the batch order and the validation batches; on a CPU, "
                         "another thread count sums floats in another order, which moves a run's numbers from about "
-                        "the third decimal on, more as it goes (the shell's threads=N fixes it; in Python, "
-                        "torch.set_num_threads(N)), and so does the other kernel for float32 products, which each "
+                        "the third decimal on, more as it goes (the threads setting at a number, not auto, fixes it; "
+                        "in Python, torch.set_num_threads(N)), and so does the other kernel for float32 products, which each "
                         f"process picks by timing both (${PRODUCTS_ENV} set to onednn or torch fixes it)",
                         low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.

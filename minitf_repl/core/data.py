@@ -801,7 +801,8 @@ class RandomTokens:
 
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, None, self.tokenizer.vocab_size, None, None,
-                        tokenizer=self.tokenizer.describe())
+                        # with its size, as a task's (sort:4): `:data random:10` showed "random"
+                        tokenizer=self.tokenizer.describe(), shown_name=f"{self.name}:{self.tokenizer.vocab_size}")
 
     def check_fits(self, max_seq_len: int) -> None:
         pass
@@ -842,7 +843,8 @@ class RepeatedTokens:
 
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, None, self.tokenizer.vocab_size, None, None,
-                        tokenizer=self.tokenizer.describe())
+                        # with its size, as a task's (sort:4): `:data repeat:16` showed "repeat"
+                        tokenizer=self.tokenizer.describe(), shown_name=f"{self.name}:{self.tokenizer.vocab_size}")
 
     def check_fits(self, max_seq_len: int) -> None:
         if (max_seq_len + 1) // 2 < self.REPEAT_SHORTEST:
