@@ -347,7 +347,8 @@ def render_rope(result: RopeResult, console: Console) -> None:
     say(console, f"checked: redone in float64, the scores agree with the model's rotated q and k to {r.model_diff:.0e}; "
                  f"moving both positions by {shifts} changes no score by more than {r.shift_diff:.0e}")
 
-    # every key where they fit in QKV_ROWS, as :qkv lists them (16 keys listed 14 and "2 other keys not listed")
+    # every key where they fit in QKV_ROWS (16 keys: all 16 listed, no "not listed" line), as :qkv lists them;
+    # past that, the QKV_ROWS - 2 with the largest rotated q·k and a line saying how many are left out
     shown = len(r.keys) if len(r.keys) <= QKV_ROWS else QKV_ROWS - 2
     listed = sorted(sorted(range(len(r.keys)), key=lambda j: r.keys[j].dot, reverse=True)[:shown])
     # fmt.signed: what rounds to 0 is +0, never "-0.000" (a pair whose angle is 0 at distance 0 showed -0.000)
