@@ -380,10 +380,12 @@ class CommandCompleter(Completer):
             if param.name.startswith(typed):
                 yield Completion(f"{param.name}=", start_position=-len(word))
         # another spelling (nanoGPT's block_size) completes to the option's own name, saying why, after every own
-        # name: first, `:set n_` took n_embd's d_model= for the n_heads= typed toward. Each spelling that starts so
-        # is offered, n_head as n_embd (n_head went unsaid where n_heads matched too)
+        # name: first, `:set n_` took n_embd's d_model= for the n_heads= typed toward. Once per option, and not
+        # where its own name was offered already (`:set n_la` listed n_layers= twice, once as n_layer=)
         for param in offered if typed else ():
-            for alias in (a for a in param.aliases if a.startswith(typed)):
+            if param.name.startswith(typed):
+                continue
+            if (alias := next((a for a in param.aliases if a.startswith(typed)), None)) is not None:
                 yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
         yield from self._positional_completions(command, before, word, complete_event)
 
