@@ -158,3 +158,18 @@ def test_the_data_view_names_the_size_and_one_question_is_held_out():
     shown = plain(run(tiny_session("sort:4"), ":data sort:1"))
     assert "name sort:1 " in shown
     assert "1 of the 10 possible questions (10%) is held out" in shown
+
+
+def test_a_sort_questions_trained_twin_is_found_without_walking_every_order():
+    """itertools.permutations walked size! orders, most of them the question again where digits repeat: a held-out
+    sort:30 question such as 1000...0= never came back."""
+    import time
+
+    from minitf_repl.core.data import load_data
+
+    task = load_data("sort:30")
+    start = time.perf_counter()
+    twin = task.trained_twin("1" + "0" * 29 + "=")
+    assert twin is not None and sorted(twin) == sorted("1" + "0" * 29 + "=") and not task.is_val(twin)
+    assert task.trained_twin("0" * 30 + "=") is None  # one digit repeated: no other order
+    assert time.perf_counter() - start < 1.0

@@ -17,7 +17,6 @@ import collections
 import contextlib
 import functools
 import hashlib
-import itertools
 import math
 import operator
 import os
@@ -443,7 +442,7 @@ class Graded:
     right: bool  # written is expected
     digits_right: int  # positions where written and expected agree
     # a validation question: never drawn for training, though a training question may have its answer (add's b+a=,
-    # sort's same digits in another order: Task.twins)
+    # sort's same digits in another order: Task.trained_twin)
     held_out: bool
     # where held out: the training question of the same answer, as the line says it (Task.twin_line); "" where none is
     twins: str = field(default="", metadata={"view_only": True})
@@ -474,7 +473,7 @@ class Task:
     """A synthetic task: sequences "question=answer", loss and accuracy on the answer only.
 
     Held-out examples are real: a question whose CRC32 is divisible by 10 is validation-only and
-    never drawn for training. Its answer may be all the same (`twins`): on add:3, 89,983 of the 100,289
+    never drawn for training. Its answer may be all the same (`trained_twin`): on add:3, 89,983 of the 100,289
     held-out questions have their twin b+a= in training, and on sort:4 every one has a training question
     of the same digits; reverse's answers are each one question's. Accuracy measures answers to questions
     never trained on, not answers never seen. (The split stays: checkpoints and figures rest on it.)
@@ -497,12 +496,6 @@ class Task:
             "sort": "its question's digits, sorted",
             "reverse": "its question's digits, reversed",
             "add": "the sum of its question's two numbers, digits the question need not hold",
-        }[name]
-        # what training may hold of a held-out question: another question of the same answer ("" where none has it)
-        self.twins = {
-            "sort": "the same digits in another order may be, with the same answer",
-            "reverse": "",
-            "add": "its twin with the two numbers swapped may be, with the same answer",
         }[name]
 
     @property
@@ -633,15 +626,12 @@ class Task:
             twin = f"{b}+{a}="
             return twin if twin != question and not self.is_val(twin) else None
         if self.name == "sort":
-            # the first few orders nearly always hold a training one (nine in ten questions are); `seen` skips the
-            # orders a repeated digit makes again
-            seen = {head}
-            for order in itertools.permutations(head):
-                twin = "".join(order)
-                if twin not in seen:
-                    seen.add(twin)
-                    if not self.is_val(twin + "="):
-                        return twin + "="
+            # its rotations and its sorted orders, at most size + 2 other questions of the same digits: nine in ten
+            # questions are training ones, so these nearly always hold one. Not every order: itertools.permutations
+            # walks size! of them, most repeats where digits repeat (a held-out 100000000000= took minutes)
+            orders = {head[i:] + head[:i] for i in range(len(head))} | {"".join(sorted(head)),
+                                                                          "".join(sorted(head, reverse=True))}
+            return next((f"{twin}=" for twin in sorted(orders - {head}) if not self.is_val(f"{twin}=")), None)
         return None
 
     def twin_line(self, question: str) -> str:
