@@ -252,6 +252,31 @@ def test_fast_path_equals_the_readable_path_with_either_products(changes, produc
     test_fast_path_equals_the_readable_explicit_path(changes)
 
 
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_every_plain_linear_of_a_block_takes_the_chosen_products(activation, monkeypatch):
+    """Where oneDNN was chosen, each block's q/k/v (fused), out, and feed-forward products go through it, SwiGLU's
+    three as well as the FFN's two (SwiGLU once called its own module, so its products stayed on MKL), and the
+    head's; the loss is the readable path's."""
+    from minitf_repl.core import fastpath
+
+    try:
+        fastpath._onednn_linear(torch.ones(2, 3), torch.ones(4, 3), None)
+    except Exception:
+        pytest.skip("this torch has no oneDNN linear")
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: True)
+    shapes, real = [], fastpath._onednn_linear
+    monkeypatch.setattr(fastpath, "_onednn_linear", lambda x, w, b: shapes.append(tuple(w.shape)) or real(x, w, b))
+    model = model_for({"activation": activation})
+    idx = torch.randint(SIZES["vocab_size"], (B, T), generator=torch.Generator().manual_seed(1))
+    _, loss = FastPath(model)(idx, idx)
+    d, ff = SIZES["d_model"], model.blocks[0].ffn
+    ffn_shapes = ([tuple(ff.gate_proj.weight.shape), tuple(ff.up_proj.weight.shape), tuple(ff.down_proj.weight.shape)]
+                  if activation == "swiglu" else [tuple(ff.fc_in.weight.shape), tuple(ff.fc_out.weight.shape)])
+    per_block = [(3 * d, d), (d, d), *ffn_shapes]
+    assert shapes == per_block * SIZES["n_layers"] + [tuple(model.lm_head.weight.shape)]
+    torch.testing.assert_close(loss, model(idx, idx)[1], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_onednn_linear_equals_torchs(bias, products):
     """_OneDNNLinear's forward and backward against F.linear under autograd: a 3-D input, a plain and an

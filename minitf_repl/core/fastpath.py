@@ -14,7 +14,9 @@ The concatenated matrix [W_q; W_k; W_v] is built from the model's own parameters
 (a copy of 3 d^2 numbers, nothing next to the product it saves), so autograd hands each of W_q,
 W_k, W_v its own slice of the gradient: the optimizer, checkpoints, views and `:shapes` keep
 seeing the readable model's parameters, and nothing has to be kept in sync. Norms, positions and
-the feed-forward part (FFN, SwiGLU, experts) are the model's own modules, called as they are.
+the feed-forward part (FFN, SwiGLU, experts) are the model's own modules, called as they are, but
+for the two below: the GELU FFN's own backward, and oneDNN's products for the FFN's and SwiGLU's
+plain Linear layers (each module's forward, with its products through `linear`).
 
 `tests/test_fastpath.py` checks that the loss and every gradient equal the readable path's within
 1e-5 for every variant. The trainer takes this path unless `fast_path=off` or someone is listening:
@@ -88,6 +90,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from .config import PRODUCTS_ENV
+from .feedforward import SwiGLU
 from .model import FeedForward, KVCache, LayerKV
 
 
@@ -314,6 +317,9 @@ def feed_forward(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     if not _own_backward_pays(ffn, x):
         if type(ffn) is FeedForward and onednn_pays(x, ffn.fc_in.weight):  # FeedForward.forward, through `linear`
             return ffn.dropout(module_linear(ffn.fc_out, ffn.act(module_linear(ffn.fc_in, x))))
+        if type(ffn) is SwiGLU and onednn_pays(x, ffn.gate_proj.weight):  # SwiGLU.forward, through `linear`
+            gate = ffn.act(module_linear(ffn.gate_proj, x))
+            return ffn.dropout(module_linear(ffn.down_proj, gate * module_linear(ffn.up_proj, x)))
         return ffn(x)
     shape = x.shape
     y = _GELUFeedForward.apply(x.reshape(-1, shape[-1]), ffn.fc_in.weight, ffn.fc_in.bias, ffn.fc_out.weight,
