@@ -130,7 +130,7 @@ def convert(param: Param, raw: str):
         _refuse_out_of_range(param.name, text, value)
         value += 0.0  # -0 is 0: `temperature=-0` was taken as -0.0 and shown as "0.8 -> -0"
     else:
-        value = raw
+        value = shell_unescaped(raw) if param.path else raw  # `:compare data=my\ file.txt`, as :data's word is
     # a number refused as typed (`lr=0`: "got 0", not the float it became, "got 0.0")
     return check_value(param, value, typed=text if param.type is float and isinstance(value, float) else None)
 
@@ -310,6 +310,8 @@ def prepare_args(command: Command, args: dict) -> dict:
             continue
         if isinstance(value, str) and param.type is not str:
             value = _convert_as_typed(param, value, key)
+        elif isinstance(value, str) and param.path:
+            value = check_value(param, shell_unescaped(value))
         else:
             value = check_value(param, value)
         values[param.name] = value
@@ -327,7 +329,9 @@ class _Token:
     end: int | None = None
 
 
-_PLAIN = re.compile(r"[^\s\"']+")
+# A backslash before a space joins the two, as a shell's does (`my\ file.txt`, the form its Tab completion writes): an
+# option's value kept only `my\` (`:compare data=my\ file.txt`); a path's value is read unescaped (shell_unescaped)
+_PLAIN = re.compile(r"(?:\\ |[^\s\"'])+")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 # A Windows path in double quotes, as Explorer's "Copy as path" puts it (C:\Users\me\new notes.txt, \\server\share\x,
 # hf:C:\models\gpt2), given to a command that takes a path (Param.path): its backslashes are the path's, not escapes.

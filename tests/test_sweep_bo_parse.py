@@ -1,0 +1,39 @@
+r"""A shell's `\ ` (backslash-space) in an option's value: one word, and a path's value read unescaped."""
+
+import pytest
+
+from minitf_repl.commands import REGISTRY
+from minitf_repl.core.errors import UserError
+from minitf_repl.parsing import parse_line, prepare_args
+
+
+@pytest.fixture
+def spaced_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my file.txt").write_text("hello world\n" * 50)
+    return "my\\ file.txt"  # as a shell's Tab completion writes it
+
+
+@pytest.mark.parametrize("line", [":compare data={}", ":train data={} steps=3", ":train --data {} steps=3"])
+def test_a_path_options_escaped_space_is_one_word_read_unescaped(line, spaced_file):
+    """Was {'data': 'my\\'} and the word `file.txt` refused as text, or taken as another option's."""
+    _, args = parse_line(line.format(spaced_file), REGISTRY)
+    assert args["data"] == "my file.txt"
+    assert args.get("steps", 3) == 3
+
+
+def test_the_shells_and_the_apis_path_value_is_read_unescaped_too(spaced_file):
+    assert prepare_args(REGISTRY.get("compare"), {"data": spaced_file})["data"] == "my file.txt"
+    assert prepare_args(REGISTRY.get("compare"), {"data": "no\\ such.txt"})["data"] == "no\\ such.txt"  # as typed
+
+
+def test_a_setting_given_to_set_names_the_command_with_the_whole_path(spaced_file):
+    """`:set data=my\\ file.txt` offered `:data my\\`, a line that names another file."""
+    with pytest.raises(UserError) as caught:
+        parse_line(f":set data={spaced_file}", REGISTRY)
+    assert str(caught.value).endswith(f":data {spaced_file}")
+
+
+def test_a_prompts_backslash_space_stays_as_typed():
+    _, args = parse_line(":gen a\\ b", REGISTRY)
+    assert args["prompt"] == "a\\ b"
