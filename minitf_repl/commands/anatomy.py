@@ -302,6 +302,8 @@ class ParamsResult:
     # whose training rows the ledger counts (ledger.seq_len)
     data: str = field(default="", metadata={"view_only": True})
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate now
+    # of the ledger's activations, the (T, T) maps that training's fast path does not keep (_map_bytes)
+    map_bytes: int = field(default=0, metadata={"view_only": True})
 
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
@@ -324,7 +326,17 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
                 "unused": ("cache=off" if not session.gen_config.cache else None if cache_exact(model) else
                            "causal=off" if not config.causal else "ablate mask")}
     return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache, data=session.data_spec,
-                        ablations=switched_off(session))
+                        ablations=switched_off(session), map_bytes=_map_bytes(model, ledger))
+
+
+def _map_bytes(model, ledger: dict) -> int:
+    """Bytes of the attention maps the ledger's activations count and training's fast path does not keep, at the
+    ledger's batch and T: the readable forward's explicit attention keeps each head's row of T weights a position
+    in every layer (MultiHeadSelfAttention.activation_floats), the fused kernel one log-sum-exp in its place. None
+    where the readable forward is fused itself (attention=sdpa). A fixed "a tenth less at T=64" was said at any T."""
+    B, T = ledger["batch_size"], ledger["seq_len"]
+    heads = sum(block.attn.n_heads for block in model.blocks if not block.attn.use_sdpa)
+    return B * T * heads * (T - 1) * next(model.parameters()).element_size()
 
 
 # A switched-off part still holds its weights and, but for a skipped block, computes (its output zeroed): the
@@ -335,7 +347,7 @@ ABLATED_COSTS = "the parameters and costs above are the whole model's: the parts
 @render.register(ParamsResult)
 def render_params(result: ParamsResult, console: Console) -> None:
     if result.ledger is not None and not result.show_all:
-        render_ledger(result.ledger, console, result.kv_cache, result.data)
+        render_ledger(result.ledger, console, result.kv_cache, result.data, result.map_bytes)
         ablation_note(console, result.ablations, ABLATED_COSTS)
         return
     table = Table(header_style="bold", show_footer=True)
@@ -417,8 +429,9 @@ def _ledger_rows(ledger: dict) -> list[tuple]:
 HOW_WIDTH = 30  # the narrowest the ledger's "how" column is drawn: narrower, each row's how goes on a line of its own
 
 
-def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: str = "") -> None:
-    """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory."""
+def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: str = "", map_bytes: int = 0) -> None:
+    """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory; `map_bytes`:
+    the activations' attention maps that training's fast path does not keep (_map_bytes)."""
     rows = _ledger_rows(ledger)
 
     def parameters(with_kind: bool, with_share: bool, cut_names: bool = False) -> Table:
@@ -474,10 +487,14 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
     add((f"{ledger['optimizer_label']} state", fmt.size(ledger["optimizer_bytes"]), ledger["optimizer_state"]))
     # The ledger counts the readable forward in float32 (tested within 10%); measured for the default
     # model at batch 16: the fast path keeps 34.3 MiB, under bfloat16 autocast 25.8 MiB, against 37.9.
+    # the fast path keeps no (T, T) map: "about a tenth less" of a 16,384 window read 16.2 GiB where it kept 1.6, and
+    # "a tenth less at T=64" was said of a window of 1 (none less) too: the maps at this T, where there are any, and
+    # that they grow as T squared
+    share = map_bytes / ledger["activation_bytes"] if ledger["activation_bytes"] else 0
+    maps = (f"training's fast path keeps no (T, T) maps: {fmt.size(map_bytes)} ({fmt.share(share)}) less at "
+            f"T={T}, far less at long T; " if map_bytes else "")
     add(("activations", fmt.size(ledger["activation_bytes"]),
-         # the fast path keeps no (T, T) map: "about a tenth less" of a 16,384 window read 16.2 GiB where it kept 1.6
-         f"kept for backward at batch {B} x {T} by the readable forward in float32 (training's fast path keeps no "
-         f"(T, T) maps: a tenth less at T=64, far less at long T; bfloat16 a third less)"))
+         f"kept for backward at batch {B} x {T} by the readable forward in float32 ({maps}bfloat16 a third less)"))
     add(("training total", fmt.size(ledger["total_bytes"]), "the four above"))
     if kv:
         saving = (f"; {count(kv['n_heads'], 'head')} would need {fmt.size(kv['mha_bytes_per_token'])} "

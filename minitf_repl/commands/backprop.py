@@ -112,7 +112,7 @@ def float32_part(check) -> str:
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True,
-                                     given=bool(args["text"]))
+                                     given=bool(args["text"]), noted=True)  # its note says the cut (render_grad)
     if len(ids) < 2:
         raise UserError(f"backprop needs a loss, so at least two {data.tokenizer.unit}s: one to read and the one "
                         f"after it to predict; e.g. {cmd('grad', known_text(data))}")

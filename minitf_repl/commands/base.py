@@ -320,13 +320,16 @@ def known_text(data) -> str:
 
 
 def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool = False,
-                given: bool | None = None) -> tuple[str, list[int], int]:
+                given: bool | None = None, *, noted: bool = False) -> tuple[str, list[int], int]:
     """The prompt's text and ids (its last max_seq_len tokens), and how many tokens were cut.
 
     `data`: the data whose tokenizer reads it (default: the session's). `scored`: a text whose every
     next token is scored (`:score`), which may be one token longer: the model reads max_seq_len and
     predicts the one after. `given`: whether the user gave `prompt` (default: whether it is not empty), False for a
-    view's own sample passed in (`:score`'s known_text), which is cut to the window without a word."""
+    view's own sample passed in (`:score`'s known_text), which is cut to the window without a word. `noted`: the
+    caller's result says the cut itself, on its own output (unread_note), so no notice says it first: `:kv` opened
+    with "the prompt is longer than max_seq_len=4; reading its last 4 characters" and ended with "the first 3
+    characters of the prompt (beyond max_seq_len) went unread", the same cut twice."""
     data = session.data if data is None else data
     text = prompt or sample_prompt(data)
     ids = data.tokenizer.encode(text)
@@ -340,6 +343,8 @@ def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool =
     if dropped:
         ids = ids[-window:]
         text = data.tokenizer.decode(ids)
+        if noted:
+            return text, ids, dropped
         limit = f"max_seq_len + 1 = {window}" if scored else f"max_seq_len={window}"
         reporter.notice(f"the {'text' if scored else 'prompt'} is longer than {limit}; "
                         f"{'scoring' if scored else 'reading'} its last {count(window, data.tokenizer.unit)}")

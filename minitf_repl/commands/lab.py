@@ -142,13 +142,15 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     data = load_checked(session, spec, reporter, fits=False) if spec is not None else session.data
     contenders = []
     readings = {}  # tokenizer setting -> (the setting as built, the text read by it): one BPE per setting
-    for label, pairs in groups:
+    for at, (label, pairs) in enumerate(groups):
         try:
             contenders.append(_contender(session, label, pairs, data, every, readings, reporter))
         except UserError as e:  # say which contender: its settings are not the session's
             kind = type(e) if type(e).__init__ is UserError.__init__ else UserError
             said = str(e).removeprefix(f"{label}: ")  # a setting's error that opens with the label names it once
-            raise kind(f"contender {label}: {said}", fix=e.fix) from None
+            joined = None if "vs" in (args["contenders"] or "").split() else _joined(session, groups, at, data, own)
+            both = f"; one contender with both: {joined}" if joined else ""
+            raise kind(f"contender {label}: {said}{both}", fix=e.fix) from None
     _say_warm_up(contenders, steps, reporter)
     say_emulated([c.train_config.dtype for c in contenders], session.device, reporter)
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
@@ -257,6 +259,27 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
     if session.device.type == "cpu":  # each contender is a new model, trained while the session's stays
         check_memory_free(model, train.batch_size, fused=train.fast_path)
     return Contender(label, model, train, reading if reading is not data else None, built)
+
+
+def _joined(session: Session, groups: list[tuple[str, list[str]]], at: int, data, own: dict) -> str | None:
+    """The line that runs where the refused contender `at` (its index), joined by a comma with another of the line,
+    would be taken: `:compare n_heads=3 d_model=18` is two contenders, where one with both was likely meant (the
+    refusal of n_heads=3 alone on d_model=16 gave no way on, where :set's gave the pair). The others stay as typed,
+    with `current` first where one contender would be left (compare needs two); None where no other makes it valid."""
+    for k in range(len(groups)):
+        if k == at:
+            continue
+        first, second = sorted((at, k))  # joined in the line's order, as typed
+        together = [*groups[first][1], *groups[second][1]]
+        try:
+            _check_pairs(groups[at][0], together)  # a key both set is no join
+            _contender_configs(session, together, data)
+        except UserError:
+            continue
+        words = [f"{groups[first][0]},{groups[second][0]}" if i == first else g
+                 for i, (g, _) in enumerate(groups) if i != second]
+        return cmd("compare", " ".join(words if len(words) > 1 else ["current", *words]), **own)
+    return None
 
 
 def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session, own: dict) -> None:

@@ -445,12 +445,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         reading = read_with(session.data, new[DataConfig].tokenizer, reporter, fix=_text_first())
         model = model.replace(vocab_size=reading[1].tokenizer.vocab_size)
         new[DataConfig] = DataConfig(tokenizer=tokenizer_setting(reading[0]))  # bpe:N as built (N may be fewer)
-        reading[1].check_fits(model.max_seq_len)
+        reading[1].check_fits(model.max_seq_len, current=session.model_config.max_seq_len)
         if new[DataConfig] == current[DataConfig] and not elsewhere:  # bpe:5000 giving 2,540 again: the same one
             reading = None
     elif model.max_seq_len != session.model_config.max_seq_len:
         unread = session.loaded_data is None
-        session.data.check_fits(model.max_seq_len)
+        session.data.check_fits(model.max_seq_len, current=session.model_config.max_seq_len)
         if unread:  # reading the data just now set the vocabulary, after `model` was made from the default
             model = model.replace(vocab_size=session.model_config.vocab_size)
     # What would be built or trained anew is held to the lab's bounds; a model that stays as it is (one loaded from a

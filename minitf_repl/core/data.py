@@ -316,7 +316,9 @@ class TextCorpus:
         """The same text read by another tokenizer (None: its characters)."""
         return TextCorpus(self.name, self.text, self.description, tokenizer, self.readings, self.stamp, self.recipe_key)
 
-    def check_fits(self, max_seq_len: int) -> None:
+    def check_fits(self, max_seq_len: int, *, current: int | None = None) -> None:
+        """Refused where a split is shorter than one window of max_seq_len + 1 tokens. `current`: the window the model
+        has now, which the fix never repeats (`:set block_size=10` at 3 was told `:set max_seq_len=3`)."""
         split = min(("val", "train"), key=lambda name: len(self.splits[name]))
         shortest = len(self.splits[split])
         if shortest < max_seq_len + 1:
@@ -331,11 +333,14 @@ class TextCorpus:
                       if self.tokenizer.kind == "char" else
                       "a longer text, or read it in more tokens (tokenizer=bpe:N with a smaller N, or tokenizer=char)")
             fits = shortest - 1 if shortest >= 2 else None  # the window that fits, as the fix to paste
+            # the window the model has is that one (`:set block_size=10` at 3): `:set max_seq_len=3` changed nothing
+            kept = fits is not None and fits == current
+            way = (f", or keep max_seq_len={fits}, the largest window it fits" if kept else
+                   f", or max_seq_len={fits} or less" if fits else "")
             raise DataError(
                 f"{self.name} is too short: its {which} has {count(shortest, self.tokenizer.unit)}, and one window "
-                f"needs max_seq_len + 1 = {max_seq_len + 1}; use {longer}"
-                + (f", or max_seq_len={fits} or less" if fits else ""),
-                fix={"max_seq_len": fits} if fits else None,
+                f"needs max_seq_len + 1 = {max_seq_len + 1}; use {longer}{way}",
+                fix={"max_seq_len": fits} if fits and not kept else None,
             )
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
@@ -713,15 +718,19 @@ class Task:
                         tokenizer=self.tokenizer.describe(), questions=total, val_questions=held,
                         shown_name=f"{self.name}:{self.size}")
 
-    def check_fits(self, max_seq_len: int) -> None:
+    def check_fits(self, max_seq_len: int, *, current: int | None = None) -> None:
+        """Refused where a question and its answer do not fit the window (`current`: as TextCorpus's)."""
         if max_seq_len < self.seq_len:
             # both ways on, with numbers: add takes sizes 1 to 30, and at the default window only 1 to 20 fit
             # the smaller size first: a raised window may not fit the data held now (a model on a short text)
             fits = [k for k in range(1, self.size) if Task(self.name, k).seq_len <= max_seq_len]
             smaller = (f"choose {self.name}:{fits[-1]}{' or smaller' if fits[-1] > 1 else ''}, or " if fits else "")
+            kept = current == self.seq_len  # the window it has is the smallest that fits: no fix that changes nothing
+            way = (f"keep max_seq_len={self.seq_len}, the smallest window it fits" if kept else
+                   f"raise max_seq_len to {self.seq_len}")
             raise DataError(
-                f"task {self.name}:{self.size} needs max_seq_len >= {self.seq_len}, not {max_seq_len}; {smaller}"
-                f"raise max_seq_len to {self.seq_len}", fix={"max_seq_len": self.seq_len}
+                f"task {self.name}:{self.size} needs max_seq_len >= {self.seq_len}, not {max_seq_len}; "
+                f"{smaller}{way}", fix=None if kept else {"max_seq_len": self.seq_len}
             )
 
     def counted(self, ids: list[int]) -> list[bool] | None:
@@ -794,7 +803,7 @@ class RandomTokens:
                         # with its size, as a task's (sort:4): `:data random:10` showed "random"
                         tokenizer=self.tokenizer.describe(), shown_name=f"{self.name}:{self.tokenizer.vocab_size}")
 
-    def check_fits(self, max_seq_len: int) -> None:
+    def check_fits(self, max_seq_len: int, *, current: int | None = None) -> None:
         pass
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
@@ -836,7 +845,7 @@ class RepeatedTokens:
                         # with its size, as a task's (sort:4): `:data repeat:16` showed "repeat"
                         tokenizer=self.tokenizer.describe(), shown_name=f"{self.name}:{self.tokenizer.vocab_size}")
 
-    def check_fits(self, max_seq_len: int) -> None:
+    def check_fits(self, max_seq_len: int, *, current: int | None = None) -> None:
         if (max_seq_len + 1) // 2 < self.REPEAT_SHORTEST:
             raise DataError(f"repeat needs max_seq_len >= {2 * self.REPEAT_SHORTEST - 1} for two copies of "
                             f"{self.REPEAT_SHORTEST} tokens, not {max_seq_len}; raise max_seq_len")
@@ -929,7 +938,7 @@ class VocabOnly:
         return DataInfo(self.name, "vocabulary", self.description, None, self.tokenizer.vocab_size, None, None,
                         self.tokenizer.unit, self.tokenizer.describe())
 
-    def check_fits(self, max_seq_len: int) -> None:
+    def check_fits(self, max_seq_len: int, *, current: int | None = None) -> None:
         pass  # any context fits: there are no windows to cut
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
