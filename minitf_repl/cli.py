@@ -418,7 +418,8 @@ class _Group(_FlagsUntyped, TyperGroup):
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
             _command_line_error(self._one_dash(e, args) or self._set_apart(e, args) or self._misplaced(e, args)
                                 or self._setting_as_command(e, args) or self._other_case(e, args)
-                                or self._early(e, args) or self._near_own(e, args)
+                                or self._a_script(e, args) or self._early(e, args) or self._setting_as_option(e, args)
+                                or self._near_own(e, args)
                                 or self._repl_only(e, args)
                                 or self._help_of_neither(e, typed) or self._nothing_taken(e) or self._bad_switch(e)
                                 or problem + (f"; did you mean{guess}" if asked else "") + hint
@@ -615,6 +616,49 @@ class _Group(_FlagsUntyped, TyperGroup):
             return None
         fixed = [*args[:at], args[at].lower(), *args[at + 1:]]
         return f"unknown command {args[at]!r}; commands are lower case: {shlex.join(['minitf', *fixed])}"
+
+    def _a_script(self, e: Exception, args: list[str]) -> str | None:
+        """For a file where the command goes (`minitf lesson.txt`): a script of lines, which minitf reads from
+        standard input, not "unknown command"."""
+        asked = re.match(r"No such command '(.*?)'", e.format_message())
+        at = _command_at(args, self.params) if asked else None
+        if at is None or args[at] != asked.group(1) or not os.path.isfile(args[at]):
+            return None
+        line = shlex.join(["minitf", *args[:at]])
+        return (f"{args[at]} is a file, not a command; to run its lines as a script: {line} < {shlex.quote(args[at])} "
+                f"(--transcript prints each line before its output)")
+
+    def _setting_as_option(self, e: Exception, args: list[str]) -> str | None:
+        """For a setting typed as an option (`minitf --seed 3 tok a`, `minitf train --threads 1`), which no command
+        and not minitf takes: the line that gives it with --set before the command, its value the word after it.
+        Click guessed an option of another name (`--set 3`, which failed again, or `--fresh` for --threads)."""
+        name = getattr(e, "option_name", None)
+        if not name or not name.startswith("--") or not e.format_message().startswith("No such"):
+            return None
+        key = name[2:]
+        param = REGISTRY["set"].param_named(key)
+        spelled = param is not None and key.replace("-", "_").lower() in (param.name, *param.aliases)
+        if not spelled or param.setting is None or param.refusal is not None:
+            return None
+        at = next((i for i, a in enumerate(args) if a == name or a.startswith(f"{name}=")), None)
+        if at is None:
+            return None
+        given, eq, value = args[at].partition("=")
+        end = at + 1
+        if not eq and at + 1 < len(args) and not args[at + 1].startswith("-") and args[at + 1] not in self.commands:
+            value, end = args[at + 1], at + 2
+        elif not eq and param.type is bool:  # `--compile tok a`: an on/off setting named alone is on
+            value = "on"
+        said = f"{name} is a setting, not an option; a setting goes with --set before the command"
+        try:  # the line suggested must work as typed: a value the setting cannot take is said with it
+            convert(param, value)
+        except UserError as bad:
+            return f"{said} (--set {param.name}={param.metavar}), and {bad}"
+        rest = [*args[:at], *args[end:]]
+        command_at = next((i for i, a in enumerate(rest) if a in self.commands), None)
+        before = at if command_at is None else min(at, command_at)
+        fixed = [*rest[:before], "--set", f"{param.name}={value}", *rest[before:]]
+        return f"{said}: {shlex.join(['minitf', *fixed])}"
 
     def _near_own(self, e: Exception, args: list[str]) -> str | None:
         """For an option before the command that names none (`minitf --jsn config`, `--JSON`, `-v`), where Click's
@@ -1001,6 +1045,9 @@ def root(
     version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, metavar="",
                                  help="Print minitf's version and exit."),
     debug: bool = typer.Option(False, "--debug", metavar="", help="Show the traceback of internal errors."),
+    transcript: bool = typer.Option(False, "--transcript", metavar="",
+                                    help="A script's lines (minitf --transcript < lesson.txt): print each before "
+                                         "its output."),
     device: Optional[str] = typer.Option(None, "--device", metavar="NAME", help="auto, cpu, cuda, cuda:N or mps.",
                                          autocompletion=lambda ctx, incomplete: _like("device", ctx, incomplete)),
     data: Optional[str] = typer.Option(
@@ -1113,7 +1160,7 @@ def root(
         raise typer.Exit(startup.STATUS)
     ctx.obj = _State(session, debug, quiet)
     if ctx.invoked_subcommand is None:
-        raise typer.Exit(open_shell(session, debug, loaded))
+        raise typer.Exit(open_shell(session, debug, loaded, transcript))
 
 
 def _asks_help(ctx: typer.Context) -> bool:
@@ -1291,9 +1338,10 @@ def _same_task(spec: str, session: Session) -> bool:
         return False
 
 
-def open_shell(session: Session, debug: bool = False, loaded=None) -> int:
+def open_shell(session: Session, debug: bool = False, loaded=None, transcript: bool = False) -> int:
     """The REPL on a terminal; line by line (no colour, no animation) when stdin is a pipe or a file. `loaded`: what
-    --load brought (:load's result), which the REPL shows under its greeting."""
+    --load brought (:load's result), which the REPL shows under its greeting. `transcript`: a script's lines are
+    printed before their output (repl.run_lines); at the prompt the line typed is on the screen already."""
     from . import repl
 
     if sys.stdin is None:  # `minitf <&-`: Python found no file descriptor 0 at start
@@ -1319,7 +1367,7 @@ def open_shell(session: Session, debug: bool = False, loaded=None) -> int:
     out = console_for(force_terminal=False, no_color=True)
     err = console_for(stderr=True, force_terminal=False, no_color=True)
     try:
-        return repl.run_lines(repl.stdin_lines(), session, out, err, debug)
+        return repl.run_lines(repl.stdin_lines(), session, out, err, debug, transcript)
     except KeyboardInterrupt:
         return 130
 
@@ -1782,7 +1830,8 @@ def build_app(registry: Registry = REGISTRY) -> typer.Typer:
         cls=_Group,
         name="minitf",
         help="A terminal lab for building, training and looking inside a decoder-only Transformer. "
-        "With no command: the interactive shell (:help lists its commands).",
+        "With no command: the interactive shell (:help lists its commands); lines piped in run as a script, "
+        "each as typed there: minitf --transcript < lesson.txt.",
         add_completion=True,  # --install-completion and --show-completion for bash, zsh, fish, PowerShell
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},

@@ -40,17 +40,19 @@ from .core.errors import Interrupted, UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
-from .parsing import CLEAR, parse_line, prepare_args, reads_prose, undecodable, without_comment
+from .parsing import CLEAR, PROMPT, parse_line, prepare_args, reads_prose, undecodable, without_comment
 from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
 from .render.live import same_output
-from .render.words import note
+from .render.words import note, say
 from .reporter import Reporter
 from .schema import schema_id
 from .syntax import (REPL, SHELL, cmd, given_before, named, setting_text, speaking, typed_after,
                      typed_at_keyboard)
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
+AS_TEXT = "a line without ':' is text for the model to continue"  # what a command's name typed without ':' is told
+PROGRAM = "minitf"  # the shell's name for it: a line copied from a shell script into a script of lines starts with it
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
 # Signals that stop a running command as Ctrl-C does (after its current step, token or save), by
 # name so that a platform without one (Windows has no SIGHUP) simply lacks it. SIGTERM is what
@@ -273,6 +275,14 @@ class FrontDoor:
             self._error(phrase(e, self.front.syntax) + curly)
             return FAILED
         meant = self._meant_as_command(line, command)
+        if meant and not self.front.keyboard:
+            # a script's line is read by no one as it runs: `train steps=5` there is a command missing its ':', whose
+            # 200 characters of text came with exit status 0 and the setting never applied; refused, a failed line
+            with speaking(self.front.syntax):
+                text = cmd(command.name, "--", clip(line.strip()))
+            self._error(f"a script's line that starts with a command without its ':' is not run as text for the "
+                        f"model{meant.removeprefix('; ' + AS_TEXT)} ({text} continues it as text)" + curly)
+            return FAILED
         status = self.run(command, args, meant + curly)
         if status == OK and meant:  # `train` typed on a text the model reads: its text came, with no word of the
             # command (an error said it, on a task's digits alone); said after it, the line still the model's text
@@ -282,6 +292,14 @@ class FrontDoor:
     def _error(self, message: str) -> None:
         error(self.err, self.where + message)
 
+    def echo(self, line: str) -> None:
+        """A script's `line` on the output after the REPL's prompt, before what it shows (`minitf --transcript`). An
+        output that fails here is said as a command's is: piped input ends there (run_lines)."""
+        try:
+            say(self.out, PROMPT + line)
+        except OutputLost as e:
+            self._output_error(str(e))
+
     def _meant_as_command(self, line: str, command: Command) -> str:
         """What to say of a line read as text whose first word names a command (`help train`, `train steps=3`): how
         to run that command. The line stays text (a prompt may start with any word): said after its text, or added
@@ -289,6 +307,9 @@ class FrontDoor:
         stripped = line.strip()
         if not command.takes_plain_text or stripped.startswith(":"):
             return ""
+        words = stripped.split(None, 2)
+        if words[0] == PROGRAM and len(words) > 1 and words[1].lower() in self.registry.names():
+            stripped = stripped[len(PROGRAM):].strip()  # `minitf gen hello`, a shell's line copied into a script
         word = stripped.split(None, 1)[0].lower()
         if word not in self.registry.names():
             return ""
@@ -296,7 +317,7 @@ class FrontDoor:
         named = self.registry.names()[word]
         if named.positional is None and not named.options:  # `quit now`: a command of no words at all (:quit
             line = f":{word}"  # refuses any text), the line cut to its name
-        return f"; a line without ':' is text for the model to continue; {line} runs it as a command"
+        return f"; {AS_TEXT}; {line} runs it as a command"
 
     def run(self, command: Command, args: dict, meant: str = "") -> str:
         """Run a parsed command; the same steps for every front end. `meant`: what a user error adds."""

@@ -72,8 +72,13 @@ def piped_progress_console(out: Console, err: Console | None) -> Console:
 
 
 def run_lines(lines: Iterable[str], session, console: Console, err_console: Console | None = None,
-              debug: bool = False) -> int:
+              debug: bool = False, transcript: bool = False) -> int:
     """Non-interactive mode: every line through the front door. Exit status 1 if any command failed.
+
+    `transcript` (`minitf --transcript < lesson.txt`): each line that is not blank goes to the output after the
+    prompt, before what it shows, as typed at the REPL, so that the output (`> out.txt`) reads command, output,
+    command, output; its comments too, a lesson's headings. Off by default: a script's output stays its results
+    alone, as scripts written before it (and the programs reading their output) expect.
 
     SIGTERM or SIGHUP during a command stops it (a :train autosaves) and ends the input there:
     the status is then 143 or 129 (dispatch.signal_status), and the lines after it are not run.
@@ -87,9 +92,15 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
     door.ends_at_lost_output = True
     failed = False
     for number, line in enumerate(lines, 1):
+        door.where = f"line {number}: "  # a script's error names its line, as a shell's does (`bash: line 7: ...`)
+        if transcript and line.strip():
+            door.echo(line.rstrip("\r\n"))
+            if door.reader_left:
+                return READER_LEFT
+            if door.output_failed:
+                return 1
         if line.lstrip().startswith("#"):  # a script's comment, as in a shell script (`:gen #...` generates from '#')
             continue
-        door.where = f"line {number}: "  # a script's error names its line, as a shell's does (`bash: line 7: ...`)
         status = door.run_line(line.rstrip("\r\n"))
         failed = failed or status == FAILED
         if door.terminated is not None:

@@ -30,7 +30,7 @@ _SYNTAX: contextvars.ContextVar[str] = contextvars.ContextVar("minitf_syntax", d
 _INVOKED: contextvars.ContextVar[tuple] = contextvars.ContextVar("minitf_invoked_with", default=())
 # minitf's own on/off options, given as it starts (cli.root declares them; a test holds the two equal): the REPL names
 # them where a command is given one (`:train --debug`) without importing the front door, which imports the REPL
-OWN_SWITCHES = ("--debug", "--version")
+OWN_SWITCHES = ("--debug", "--transcript", "--version")
 _KEPT_WITH_LOAD = ("--device", "--checkpoint-dir")  # what a line that starts from another checkpoint keeps
 
 

@@ -1,0 +1,111 @@
+"""A lesson as a script of minitf lines: colon-less commands, --transcript, finding scripts, settings as options."""
+
+import io
+import shlex
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from minitf_repl import repl
+from minitf_repl.dispatch import FrontDoor
+
+from test_cli import assert_one_error_line, invoke
+from test_commands import tiny_session
+from test_hostile import drive
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _piped(session, *lines, transcript=False):
+    """run_lines with piped input's consoles (as test_hostile.drive), `transcript` as --transcript gives it."""
+    out = Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True)
+    err = Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True)
+    code = repl.run_lines(list(lines), session, out, err, transcript=transcript)
+    return code, out.file.getvalue(), err.file.getvalue()
+
+
+# --- 1. a script's line that names a command but has no ':' -----------------------------------------------------------
+def test_a_script_line_naming_a_command_without_its_colon_is_refused_with_its_line_and_fails():
+    session = tiny_session()
+    lr = session.train_config.lr
+    code, out, err = drive(session, ":tok 12", "train steps=5", "set lr=0.02", "minitf gen 12")
+    assert code == 1, err  # was 0: each line generated text, and the exit status said all went well
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 3, err
+    assert errors[0].startswith("error: line 2: ") and errors[0].endswith(
+        ":train steps=5 runs it as a command (:gen -- train steps=5 continues it as text)"), errors[0]
+    assert errors[1].startswith("error: line 3: ") and ":set lr=0.02 runs it as a command" in errors[1]
+    assert errors[2].startswith("error: line 4: ") and ":gen 12 runs it as a command" in errors[2]  # `minitf` cut
+    assert session.train_config.lr == lr and session.trainer.step == 0  # none of them ran as anything
+    assert "tokens in" not in err  # nor generated text (the :gen speed line)
+
+
+def test_at_the_prompt_a_shell_line_of_a_command_is_told_how_it_runs_after_its_text():
+    out = io.StringIO()
+    door = FrontDoor(tiny_session(data="pydoc"), Console(file=out, width=200, color_system=None))
+    door.run_line("minitf gen hello")  # still the model's text, as `train` typed so is; no word of it was said
+    assert "a line without ':' is text for the model to continue; :gen hello runs it as a command" in out.getvalue()
+
+
+# --- 2. finding and reading a script ----------------------------------------------------------------------------------
+def test_transcript_prints_each_script_line_before_its_output():
+    code, out, err = _piped(tiny_session(), "# tokens first", ":tok 12", "", ":tok 3", transcript=True)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "minitf> # tokens first" and lines[1] == "minitf> :tok 12", out
+    assert out.index("minitf> :tok 3") > out.index("2 tokens")  # after the first :tok's output, before its own
+    assert "minitf> \n" not in out  # a blank line runs nothing: not echoed
+    code, plain_out, err = _piped(tiny_session(), ":tok 12")
+    assert "minitf>" not in plain_out  # off unless asked
+
+
+def test_the_transcript_switch_reaches_piped_input_from_the_command_line():
+    result = invoke("--data", "sort", "--transcript", input=":tok 12\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("minitf> :tok 12\n"), result.stdout
+
+
+def test_a_file_given_as_the_command_is_told_to_run_as_a_script(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lesson.txt").write_text(":tok 12\n", encoding="utf-8")
+    line = assert_one_error_line(invoke("--data", "sort", "lesson.txt"), code=2)
+    assert "lesson.txt is a file, not a command; to run its lines as a script: minitf --data sort < lesson.txt" \
+        in line, line
+    assert "minitf < nosuch.txt" not in assert_one_error_line(invoke("nosuch.txt"), code=2)  # no file: as before
+
+
+def test_scripts_are_mentioned_in_help_readme_and_the_commands_page():
+    said = " ".join(invoke("--help").stdout.split())
+    assert "lines piped in run as a script" in said and "minitf --transcript < lesson.txt" in said, said
+    assert "minitf --transcript < lesson.txt" in ROOT.joinpath("README.md").read_text(encoding="utf-8")
+    page = " ".join(ROOT.joinpath("docs", "commands.md").read_text(encoding="utf-8").split())
+    assert "`--transcript` (a script's lines printed before their output" in page
+    assert "minitf --transcript < lesson.txt" in page
+
+
+# --- 3. a setting typed as an option of minitf or of a command --------------------------------------------------------
+@pytest.mark.parametrize("typed, fixed", [
+    ("--seed 3 tok a", "minitf --set seed=3 tok a"),  # was `--set 3`, which failed again
+    ("--threads 1 tok a", "minitf --set threads=1 tok a"),  # was "No such option" alone
+    ("train --threads 1", "minitf --set threads=1 train"),  # was "(Possible options: --fresh)"
+    ("--lr 0.1 tok a", "minitf --set lr=0.1 tok a"),  # was "(Possible options: --help, --load)"
+    ("--dtype float32 tok a", "minitf --set dtype=float32 tok a"),  # was "(Possible options: --data)"
+    ("--block-size=32 tok a", "minitf --set max_seq_len=32 tok a"),  # an alias, its value after '='
+])
+def test_a_setting_typed_as_an_option_is_given_the_set_line_that_runs(typed, fixed):
+    line = assert_one_error_line(invoke(*shlex.split(typed)), code=2)
+    assert line.endswith(f"is a setting, not an option; a setting goes with --set before the command: {fixed}"), line
+
+
+def test_the_set_line_suggested_for_a_setting_runs():
+    line = assert_one_error_line(invoke("--data", "sort", "--seed", "3", "tok", "12"), code=2)
+    fixed = shlex.split(line.rpartition(": ")[2])
+    assert fixed[:5] == ["minitf", "--data", "sort", "--set", "seed=3"], fixed
+    assert invoke(*fixed[1:]).exit_code == 0
+
+
+def test_a_setting_typed_as_an_option_with_a_value_it_cannot_take_says_both():
+    line = assert_one_error_line(invoke("--lr", "fast", "tok", "a"), code=2)
+    assert "--lr is a setting, not an option; a setting goes with --set before the command (--set lr=X), and lr " \
+           "must be a number" in line, line
