@@ -107,6 +107,9 @@ class TrainResult:
     dtype: str = "float32"
     compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
     compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
+    # why compile=on trained eagerly here (torch.compile failed): the line said at the failure, said again under the
+    # summary (the first saying scrolls away above the table); None: compiled, or compile=off
+    compile_failed: str | None = None
     # watch=: the view made before the first step and at every evaluation, in order (kept in the session too)
     frames: list[WatchFrame] = field(default_factory=list)
     # watch=: the seconds its frames took to make, all together: in no row's elapsed nor tokens/s (seconds, the
@@ -244,7 +247,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=22)  # fmt: skip
+], json_version=23)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -568,6 +571,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         switched_at=(since if 0 < (since := session.data_since_step) and session.trainer.run_start <= since
                      else None),
         run_start=session.trainer.run_start,
+        # the trainer keeps why it trains eagerly under compile=on for good; its notice says so once, at the failure
+        compile_failed=(trainer.compile_failed if trainer.config.compile and summary.steps
+                        and not summary.compiled else None),
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
@@ -858,6 +864,8 @@ def speed_parts(result: TrainResult) -> list[str]:
         parts.append(f"compiled in {result.compile_seconds:.1f} s ({counted})")
     elif result.compiled:
         parts.append("compiled")
+    elif result.compile_failed:
+        parts.append("not compiled (torch.compile failed: the line below says why)")
     return parts
 
 
@@ -880,6 +888,8 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
     if len(result.curve) >= 10:  # a small chart of this run under its table
         console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size, result.counters))
     say(console, train_summary(result), "yellow" if result.stopped else "green")
+    if result.compile_failed:  # compile=on asked for it: why it did not happen, under the summary that says it did not
+        say(console, result.compile_failed, "yellow")
     if result.val_loss is not None and not result.causal:  # as :ngram says of such a model, with or without counters
         fair = ", and no counter is a fair match" if result.counters else ""  # (said only after :ngram, it was)
         note(console, f"val {result.val_loss:.3f}: no causal mask, so every position but the last read the token it "

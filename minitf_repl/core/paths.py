@@ -14,6 +14,7 @@ platformdirs is a path library, not a UI one; it is imported where a path is ask
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -151,11 +152,14 @@ def old_history_path() -> Path:
 
 
 def adopt_old_history() -> str | None:
-    """Move the history from where earlier versions kept it to the state dir, once; a note if it moved.
+    """Move the history from where earlier versions kept it to the state dir, once; a note of what happened.
 
     Only for the default place (with `$MINITF_HISTORY` the person chose the file) and only when the
-    state dir has none yet, so nothing is overwritten. A move that fails leaves the old file where it
-    was, and the history starts afresh in the new place (make_history warns if that fails too).
+    state dir has none yet, so nothing is overwritten. Where the two are on other file systems the
+    history is copied, private (0600, as make_history makes a new one), then the old file deleted; an
+    old file that cannot be deleted (a read-only data dir) is kept, and the note says it was copied.
+    A move that fails leaves the old file where it was, no part of a copy in the new place, and the
+    history starts afresh there (make_history warns if that fails too); the note says so.
     """
     if _env(HISTORY_ENV):
         return None
@@ -167,10 +171,36 @@ def adopt_old_history() -> str | None:
         return None
     try:
         new.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(old), str(new))
-    except OSError:
-        return None
+        try:
+            os.rename(old, new)
+        except OSError:  # another file system, or a data dir that cannot lose the file: copy it
+            _copy_private(old, new)
+        else:
+            with contextlib.suppress(OSError):  # moved all the same; only its mode stays the old file's
+                os.chmod(new, 0o600)  # history is private, whatever mode the old file had
+            return f"moved the history from {old} to {new}"
+    except OSError as e:
+        return (f"could not move the history from {old} to {new} ({e.strerror or e}): it stays where it was, and the "
+                f"history starts afresh; copy it to {new} to keep it")
+    try:
+        old.unlink()
+    except OSError as e:  # shutil.move copied, failed here and said nothing, and the history was in two places
+        return (f"copied the history from {old} to {new}, but could not delete the old file ({e.strerror or e}): it "
+                f"is in both places; delete {old} if you like")
     return f"moved the history from {old} to {new}"
+
+
+def _copy_private(old: Path, new: Path) -> None:
+    """Copy `old` to a new file `new` that only its owner reads (0600), or raise OSError with no `new` left behind.
+    shutil.move's copy kept the old file's mode (0644, readable by all), and a copy cut short stayed half there."""
+    fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out, open(old, "rb") as source:
+            shutil.copyfileobj(source, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            new.unlink()
+        raise
 
 
 def gone_folder(path: str | Path) -> str | None:

@@ -207,12 +207,41 @@ def keep_capped_kernels_apart() -> str | None:
 
 
 def compile_failure_line(exc: BaseException) -> str:
-    """What a failed compile says: the error's type and first line, and that training goes on eagerly."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    """What a failed compile says: the error's type and first line, and that training goes on eagerly. Where the error
+    is a warning that a warning filter made one (`-W error`, PYTHONWARNINGS=error), that filter and its fix: the
+    warning's own words alone sent a student to torch's deprecations, where unsetting the filter compiles."""
+    warning = raised_warning(exc)
+    lines = [line.strip() for line in str(exc if warning is None else warning).splitlines() if line.strip()]
     first = lines[0] if lines else ""
     if len(first) > 160:
         first = first[:157] + "..."
+    if warning is not None:  # its own words, not those of an error torch wrapped it in
+        where, fix = warning_filter()
+        return (f"torch.compile failed here: a warning filter ({where}) turned a {type(warning).__name__} raised while "
+                f"compiling into an error ({first}); {fix} to compile; training eagerly")
     return f"torch.compile failed here ({type(exc).__name__}: {first}); training eagerly"
+
+
+def raised_warning(exc: BaseException) -> Warning | None:
+    """The warning `exc` is, or was raised from (torch may wrap it in an error of its own); None: no warning's."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, Warning):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def warning_filter() -> tuple[str, str]:
+    """(where, how to lift it) of the warning filter that turns warnings into errors in this process: the
+    environment's (PYTHONWARNINGS, which Python copies into sys.warnoptions too), the command line's (-W), else one the
+    program set itself (warnings.filterwarnings)."""
+    if value := os.environ.get("PYTHONWARNINGS", "").strip():
+        return f"PYTHONWARNINGS={value}", "unset PYTHONWARNINGS"
+    if sys.warnoptions:
+        return f"python -W {' -W '.join(sys.warnoptions)}", "run python without -W"
+    return 'warnings.filterwarnings("error") in this program', "leave compile warnings out of that filter"
 
 
 def is_compile_failure(exc: BaseException) -> bool:

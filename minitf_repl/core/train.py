@@ -217,6 +217,11 @@ class Trainer:
     def run_remaining(self) -> int:
         return self.run_start + self.run_steps - self.step
 
+    @property
+    def compile_failed(self) -> str | None:
+        """Why compile=on trains eagerly here (compile_failure_line, said once at the failure); None: it did not fail."""
+        return self._compile_failed
+
     def set_config(self, config: TrainConfig) -> None:
         """Follow a new training config from the next step on (lr, batch, schedule: read every step).
 

@@ -216,13 +216,17 @@ def check_save_target(directory, name: str, need: int = 0, *, by_name: bool = Fa
             places = (nearest_existing(directory),)
             if not places[0].is_dir():
                 raise CheckpointError(f"{places[0]} is a file, not a directory; {ANOTHER_DIR}")
-        writes_into = next((p for p in places if not os.access(p, os.W_OK | os.X_OK)), None)
-        if writes_into is not None:
-            writes_into = writes_into.absolute()  # named by its path: "cannot write in ." said nothing of where
-            if _read_only(writes_into):  # access() fails there whatever the permissions say: not theirs to change
-                raise CheckpointError(f"cannot write in {writes_into}: the file system is read-only; {ANOTHER_DIR}")
-            raise CheckpointError(f"cannot write in {writes_into} (permission denied); change its permissions or "
-                                  f"{ANOTHER_DIR}")
+        # each place named by its path ("cannot write in ." said nothing of where), and every one that refuses: with
+        # both refusing, DIR/NAME alone was named, and a person who fixed its permissions was refused again for DIR
+        refused = [p.absolute() for p in places if not os.access(p, os.W_OK | os.X_OK)]
+        if refused:
+            if _read_only(refused[0]):  # access() fails there whatever the permissions say: not theirs to change
+                raise CheckpointError(f"cannot write in {refused[0]}: the file system is read-only; {ANOTHER_DIR}")
+            if len(refused) == 1:
+                raise CheckpointError(f"cannot write in {refused[0]} (permission denied); change its permissions or "
+                                      f"{ANOTHER_DIR}")
+            raise CheckpointError(f"cannot write in {refused[0]} nor in {refused[1]} (permission denied), and a save "
+                                  f"writes in both; change their permissions or {ANOTHER_DIR}")
         free = shutil.disk_usage(places[0]).free if need else need
         if free < need:
             raise CheckpointError(f"the disk of {places[0].absolute()} has {free:,} bytes free, and the checkpoint "
