@@ -90,7 +90,7 @@ def test_score_on_a_text_and_on_the_datas_own_sample(tmp_path):
     vocab = session.data.tokenizer.vocab_size  # pydoc's characters: 103 in Python 3.11, 104 in 3.10 and 3.12
     assert result.loss == pytest.approx(sum(result.losses) / 10) and result.uniform == pytest.approx(math.log(vocab))
     doc = json_document(REGISTRY["score"], result)
-    assert doc["schema"] == "minitf.score/7" and doc["counted"] == [True] * 10
+    assert doc["schema"] == "minitf.score/8" and doc["counted"] == [True] * 10
     out = text_of(result)
     assert "teacher forcing on 'hello there'" in out and "the mean of the 10 -ln p" in out
     default = score(session, ":tf")  # the alias; no text: the views' sample and the character after it

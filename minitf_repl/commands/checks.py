@@ -246,14 +246,22 @@ def measured(name: str, check, result: ChecksResult) -> str:
     if name == "blind":
         zero = check.zero_token.encode("unicode_escape").decode("ascii")  # a newline shows as \n
         counter = "the unigram counter of the scored targets" if check.unigram_scored else "the unigram counter"
+        gap = check.blind_loss - check.real_loss
+        # the pass mark said in the passing line too: it was named only where the check failed; on random tokens
+        # (passed None) there is no mark to say
+        mark = ("" if check.passed is None else f", {abs(gap):.3f} {'above' if gap >= 0 else 'under'} the real run "
+                f"(the pass mark: {result.blind_margin:g} or more above)")
         return (f"val {check.real_loss:.3f} after {count(check.steps, 'step')}; {check.blind_loss:.3f} with every "
-                f"input '{zero}' (id 0); {counter} {check.unigram_loss:.3f}")
+                f"input '{zero}' (id 0){mark}; {counter} {check.unigram_loss:.3f}")
     if name == "overfit":
         under = next((k + 1 for k, loss in enumerate(check.curve) if loss <= check.target), None)
         given = (f"the first row's first {result.unit}" if check.given == 1
                  else f"the first row's first {count(check.given, result.unit)} (what its loss does not count)")
         final, target = fmt.apart(check.final_loss, check.target)  # never "0.05 is above the 0.05"
-        by = f", under {target} at step {under}" if under else ""
+        # named as the pass mark: "under 0.232 at step 13" said nothing of what 0.232 is where the check passed
+        share = f"{check.target / math.log(result.vocab_size):.0%} of ln V"
+        by = (f", under the pass mark {target} ({share}) at step {under}" if under else
+              f", never under the pass mark {target} ({share})")
         return (f"{count(check.rows, 'row')}, {count(check.tokens, 'prediction')}: {check.first_loss:.3f} → "
                 f"{final} in {count(check.steps, 'step')}{by}; given {given}, it writes "
                 f"{check.recited} of the {count(check.recitable, result.unit)} after it as they stand" +

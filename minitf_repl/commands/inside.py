@@ -547,10 +547,16 @@ class ScoreResult:
     # the ids of tokens and guesses: a guess is right where its id is the next token's (a BPE's byte tokens all read
     # "�" on their own, so their names told a wrong byte from the right one by nothing); None: compare the names
     ids: list[int] | None = None
-    guess_ids: list[int] | None = None
+    guess_ids: list[int] | None = None  # position t: the best guess's id
     # the -ln p summed, in bits, over the characters the tokens after the first spell: what compares between
     # tokenizers (a BPE's loss per token does not); None where some positions are not counted (a task's question)
     bits_per_char: float | None = None
+    # position t: its counted -ln p is above `uniform`, worse than a uniform guess (the view's red bar, its "!")
+    above_uniform: list[bool] = field(default_factory=list)
+    # position t: with counter=, the model knew the next token far better than the counter, having read further
+    # back (p >= 0.2 and a -ln p 1 nat or more under the counter's, from t = N - 1 on: the view's
+    # bold, its "*"); None without counter=
+    beats_counter: list[bool] | None = None
 
     def right(self, t: int) -> bool:
         """Whether the best guess at position t is the true next token."""
@@ -566,7 +572,7 @@ class ScoreResult:
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
           meta="N"),
-], aliases=("tf",), json_version=7, guide="inside-views.md#teacher-forcing-every-next-token-at-once-score")  # fmt: skip
+], aliases=("tf",), json_version=8, guide="inside-views.md#teacher-forcing-every-next-token-at-once-score")  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     if args["counter"] is not None:
         check_counter(args["counter"], session.data.tokenizer.vocab_size)
@@ -600,6 +606,7 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
     predicted = len(data.tokenizer.decode(list(ids))) - len(data.tokenizer.decode(list(ids[:1])))
     if all(scored.counted) and predicted > 0:
         result.bits_per_char = sum(scored.losses) / math.log(2) / predicted
+    result.above_uniform = [above_uniform(result, t) for t in range(len(scored.losses))]
     if counter is not None:
         from ..core.ngram import counter_losses
 
@@ -607,6 +614,7 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
         kept = [loss for loss, counted in zip(losses, scored.counted) if counted]
         result.counter, result.counter_losses = counter, losses
         result.counter_loss = sum(kept) / len(kept) if kept else math.nan
+        result.beats_counter = [beats_counter(result, t) for t in range(len(losses))]
     return result
 
 
@@ -657,6 +665,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
     console.print(table)
     if bars and (scale := score_bars(result)) is not None:
         note(console, scale)
+    note(console, score_legend(result, plain(console), bars))
     given = n - len(counted)
     which = (f"the {len(counted)} counted -ln p (the other {given} are given, not predicted: no loss there)"
              if given else f"the {n} -ln p" if n > 1 else "the one -ln p")
@@ -675,7 +684,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
     if result.counting:
         note(console, result.counting)
     if result.counter_losses is not None:
-        say(console, counter_words(result, starred=console.color_system is None))
+        say(console, counter_words(result, starred=plain(console)))
     if result.untrained:
         note(console, f"this model has not trained yet: every p is near 1/V, every loss near ln(V); "
                       f"{look_again('score', AUTOSAVE_NAME, result.text, again='score the same text again')}")
@@ -706,6 +715,23 @@ def score_bars(result: ScoreResult) -> str | None:
     return words
 
 
+def above_uniform(result: ScoreResult, t: int) -> bool:
+    """Whether the model did worse at position t than a uniform guess, which knows nothing: a counted -ln p above
+    ln V (a given position's is no guess of the model's)."""
+    return result.counted[t] and result.losses[t] > result.uniform
+
+
+def score_legend(result: ScoreResult, marked: bool, bars: bool) -> str:
+    """What :score's colours say, or without colour (`marked`) the marks that say it instead: a loss worse than a
+    uniform guess, a best guess that is the true next token."""
+    if marked:
+        return (f"! after a -ln p: above ln V = {result.uniform:.2f}, worse than a uniform guess; = after a best "
+                f"guess: it is the true next {result.unit}")
+    worse = (f"a bar in red: -ln p above ln V = {result.uniform:.2f}, worse than a uniform guess (yellow: under it); "
+             if bars else "")
+    return f"{worse}a best guess in green: it is the true next {result.unit}"
+
+
 def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool = False,
                 probability: bool = True) -> Table:
     """One row a position: what it reads, the true next token, its p and -ln p (with a bar scaled to the worst),
@@ -725,7 +751,7 @@ def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool
         if t > previous + 1:  # the positions left out, in one row
             add_row(table, "…", Text(f"{t - previous - 1} positions", style="dim"), *[""] * (len(columns) - 2))
         previous = t
-        hit = result.right(t)
+        hit, marked = result.right(t), plain(console)  # no colour (NO_COLOR too, where Rich keeps bold): marks
         reads, comes, guess = (piece_cell(visible(token)) for token in (result.tokens[t], result.tokens[t + 1],
                                                                          result.guesses[t]))
         if not result.counted[t]:  # a task's question, repeat's first copy: given, so no loss is counted there
@@ -737,11 +763,13 @@ def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool
                     *counter_cell(result, t, dim=True))
             continue
         bar = chart.bar(result.losses[t] / worst, 8) if worst > 0 else ""
+        worse = above_uniform(result, t)
         add_row(table, str(t), reads, comes, *([prob_text(result.target_probs[t])] if probability else []),
-                f"{result.losses[t]:.3f}",
-                *([Text(bar, style="red" if result.losses[t] > result.uniform else "yellow")] if bars else []),
-                Text(f"{guess} {result.guess_probs[t]:.2f}", style="green" if hit else ""),
-                *counter_cell(result, t, starred=console.color_system is None))
+                f"{result.losses[t]:.3f}" + ("!" if worse and marked else ""),
+                *([Text(bar, style="red" if worse else "yellow")] if bars else []),
+                Text(f"{guess} {result.guess_probs[t]:.2f}" + (" =" if hit and marked else ""),
+                     style="green" if hit else ""),
+                *counter_cell(result, t, starred=marked))
     return table
 
 
@@ -761,7 +789,8 @@ def beats_counter(result: ScoreResult, t: int) -> bool:
 
 def counter_cell(result: ScoreResult, t: int, dim: bool = False, starred: bool = False) -> list[Text]:
     """The counter's -ln p at position t (no cell without counter=), bold green where the model knew better;
-    `starred`: the console shows no bold (a pipe, a file), so a * marks those instead."""
+    `starred`: the console shows no colour (a pipe, a file, NO_COLOR), so a * marks those too: bold alone is lost
+    to a screen reader and to a copy, and a pipe shows none."""
     if result.counter_losses is None:
         return []
     loss, beaten = result.counter_losses[t], not dim and beats_counter(result, t)

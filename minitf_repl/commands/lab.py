@@ -28,6 +28,7 @@ from ..parsing import CLEAR, convert
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
 from ..render.chart import Curve, chart, mark
+from ..render.heatmap import plain
 from ..render.live import CompareTable
 from ..render.renderers import render
 from ..render.tables import add_row, fits, fitting_table
@@ -636,7 +637,8 @@ def by_position(result: CompareResult, console: Console) -> None:
     best = [min((losses[b] for losses in shown if b < len(losses) and not math.isnan(losses[b])), default=math.nan)
             for b in range(len(bands))]
     rows, glyphs = [], []  # each contender's row under its label, and under its glyph alone
-    starred = console.color_system is None  # a pipe, a file: no bold to show the lowest, a * beside it instead
+    # no colour (a pipe, a file, NO_COLOR on a terminal): no bold to show the lowest, a * beside it instead
+    starred = plain(console)
     for k, o in enumerate(result.outcomes):
         if not o.band_losses:
             continue

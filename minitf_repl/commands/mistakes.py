@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.text import Text
 
 from ..core.words import count
-from ..palette import visible
+from ..palette import columns, visible
 from ..registry import Param
+from ..render.heatmap import plain
 from ..render.renderers import render
 from ..render.tables import fits, fitting_table
 from ..render.words import note, say
@@ -106,9 +107,13 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
         note(console, f"no question answered wrongly; {cmd('mistakes', **asked(result, n=10 * found.questions))} asks "
                       "more")
         return
-    rows = [[q.question, _marked(q.written, q.expected), q.expected, _nth(q.first_wrong + 1)] for q in found.answers]
+    carets = plain(console)  # no colour (a pipe, NO_COLOR): bold red alone showed nothing of which are wrong
+    rows = [[q.question, _marked(q.written, q.expected, carets), q.expected, _nth(q.first_wrong + 1)]
+            for q in found.answers]
     console.print(fitting_table(console, ["question", "it wrote", "answer", "first wrong"], rows,
                                 left=("question", "it wrote", "answer")))
+    if carets:
+        note(console, "^ marks each character it wrote that is not the answer's character there")
     if found.distinct < found.wrong and found.distinct == len(found.answers):  # all listed: fewer rows than wrong
         note(console, f"the {count(found.wrong, 'wrong answer')} are to {count(found.distinct, 'distinct question')}, "
                       "each listed once (drawn at random, a question may come more than once)")
@@ -192,11 +197,16 @@ def asked(result: MistakesResult, **changes) -> dict:
     return {key: value for key, value in options.items() if value is not None}
 
 
-def _marked(written: str, expected: str) -> Text:
-    """The written answer, each character that differs from the true one in bold red."""
-    out = Text()
+def _marked(written: str, expected: str, carets: bool = False) -> Text:
+    """The written answer, each character that differs from the true one in bold red; `carets`: with a line under
+    it, a ^ under each of those, which shows without colour (as many columns as the character is shown in)."""
+    out, under = Text(), ""
     for got, want in zip(written, expected):
-        out.append(visible(got), style="" if got == want else "bold red")
+        shown = visible(got)
+        out.append(shown, style="" if got == want else "bold red")
+        under += ("^" if got != want else " ").ljust(columns(shown))
+    if carets:
+        out.append("\n" + under.rstrip())
     return out
 
 
