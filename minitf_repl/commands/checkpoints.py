@@ -206,6 +206,13 @@ class LoadResult:
     data_missing: str | None = None  # the training data could not be had: only its vocabulary was restored
     # the text read now is not the one the checkpoint was saved with (the same characters): what that means
     data_changed: str | None = None
+    # the text read now could not be compared with the one the checkpoint was saved with: its manifest kept no
+    # digest of it (saved by a minitf of before data_sha256); None where it was compared, or there is no text
+    data_unchecked: str | None = None
+    # a mixture of one expert a token saved when its gate was 1, before it gated by the chosen expert's probability:
+    # its outputs differ from when it was saved, so its saved val losses are not the model's (val_loss is None until
+    # a :train measures one)
+    gated_by_one: bool = False
     architecture: str | None = None  # hf:PATH: the folder's model_type (gpt2, llama); None for a checkpoint
     # the tokenizer, in words, where it is not characters: hf:PATH's, or a checkpoint's BPE (a load that switched the
     # session from characters to bpe:512 did not say so)
@@ -235,9 +242,10 @@ class LoadResult:
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True, browse="hf",
           required=True),
-], json_version=10)  # fmt: skip
+], json_version=11)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
+    from ..core.checkpoint import values
     from ..core.checkpoint.layout import checkpoint_path
     from ..core.paths import HF_PREFIX, cache_revision, hf_path  # torch-free, as the checks below: a name not saved
     # is told in 0.3 s, not 1.7
@@ -280,14 +288,13 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     try:
         with cut_short():
             checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
-            config = checkpoint.model_config
-            if config.is_moe and config.experts_per_token == 1 and checkpoint.meta.get("moe_top1_gate") is None:
-                reporter.notice(f"{name} was saved when a mixture of one expert a token gated by 1, which taught its "
-                                "router nothing from the loss; it now gates by the chosen expert's probability, so "
-                                f"its outputs differ from when it was saved: {cmd('train', steps=100)} adapts it")
+            gated_by_one = values.gated_by_one(checkpoint.meta, checkpoint.model_config)
+            if gated_by_one:
+                reporter.notice(_gate_changed(name, checkpoint))
             data = _checkpoint_data(session, checkpoint)
             data_missing = data.description if isinstance(data, VocabOnly) else None
             data_changed = _text_changed(checkpoint, data)
+            data_unchecked = _text_unchecked(checkpoint, data)
             device = session.device
             if (n := parameter_count(checkpoint.model_config)) >= BUILD_NOTICE_PARAMETERS:
                 reporter.notice(f"building {name}'s model of {n / 1e6:,.0f}M parameters and putting its weights in: "
@@ -303,7 +310,9 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     quantized = session.sampling_copy  # :quantize's copy of that model, which goes with it
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     since = checkpoint.meta.get("data_since_step") or 0  # the model came to this data from other data of its vocabulary
-    measured = checkpoint.meta.get("measured_since_step") or 0  # its function changed there (causal=on/off)
+    # its function changed there (causal=on/off; a one-expert mixture's gate of 1, at its step): a save before a
+    # :train writes it, so the losses of that other function stay out of :ls and :load
+    measured = values.measured_since(checkpoint.meta, checkpoint.model_config)
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=ckpt.weights_from(checkpoint),
                   data_since_step=since, measured_since_step=measured)
     ckpt.restore_rng(checkpoint)
@@ -326,19 +335,33 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
             reporter.notice(f"{name} brings dtype={trainer.config.dtype}: {slow}; {cmd('set', dtype='auto')} "
                             "trains in float32")
             trainer.already_noted(slow)
-    evaluated = ckpt.last_own_evaluation(checkpoint.meta, trainer.history)
+    evaluated = values.own_evaluation(checkpoint.meta, checkpoint.model_config, trainer.history)
     return LoadResult(
         name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
         val_loss=evaluated["val_loss"] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
         val_step=evaluated.get("step") if evaluated else None,
         run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
-        data_missing=data_missing, data_changed=data_changed, train_changed=_changed(before, session.train_config),
+        data_missing=data_missing, data_changed=data_changed, data_unchecked=data_unchecked,
+        gated_by_one=gated_by_one, train_changed=_changed(before, session.train_config),
         model_changed=_changed(model_before, session.model_config, in_place=True),
         kept=kept, kept_step=kept_step if kept else None, kept_why=kept_why if kept else None,
         trained_dtype=trainer.trained_dtype, named=origin.get("kind") == "save",
         tokenizer=session.data.tokenizer.describe() if session.data.tokenizer.unit != "character" else None,
     )
+
+
+def _gate_changed(name: str, checkpoint) -> str:
+    """The notice of a one-expert mixture saved with the gate of 1 (values.gated_by_one), with its stale val loss and
+    the line that adapts the loaded model and saves it back over NAME (from the shell a bare `train` trained a new
+    model into autosave)."""
+    from ..core.checkpoint import last_own_evaluation
+
+    stale = last_own_evaluation(checkpoint.meta, checkpoint.meta["trainer"]["history"])
+    loss = f", and its saved val loss {stale['val_loss']:.4f} is not this model's" if stale else ""
+    return (f"{name} was saved when a mixture of one expert a token gated by 1, which taught its router nothing from "
+            "the loss; it now gates by the chosen expert's probability, so its outputs differ from when it was "
+            f"saved{loss}: {cmd('train', steps=100, save=name, load=name)} adapts it")
 
 
 def _said_gone(session: Session, off: list[str], quantized: bool, reporter: Reporter) -> None:
@@ -590,7 +613,18 @@ def _text_changed(checkpoint, data) -> str | None:
     # characters, and "the same characters" was said of a file with 8 new ones
     same = " (the same characters)" if data.tokenizer.kind == "char" else ""
     return (f"{checkpoint.data_spec} holds another text than when {checkpoint.name} was saved{same}: "
-            "its validation split may hold text the model trained on, so its val loss can read too low")
+            "its validation split may hold text the model trained on, so its val loss can read too low; put the "
+            "original file back, or train a new model on this text")
+
+
+def _text_unchecked(checkpoint, data) -> str | None:
+    """Said where the text read now cannot be compared with the one the checkpoint was saved with: a manifest of
+    before data_sha256 keeps no digest, and a rewritten file loaded in silence, as an unchanged one did. None where
+    it was compared, or there is no text to compare (generated data, data gone)."""
+    if checkpoint.meta.get("data_sha256") is not None or getattr(data, "digest", None) is None:
+        return None
+    return (f"{checkpoint.data_spec} could not be checked against the text {checkpoint.name} was saved with (an "
+            "older minitf kept no digest of it): if it changed since, the val loss can read too low")
 
 
 def _checkpoint_data(session: Session, checkpoint):
@@ -650,6 +684,8 @@ def render_load(result: LoadResult, console: Console) -> None:
         say(console, f"data: {result.data_missing}", "yellow")
     if result.data_changed:
         say(console, f"data: {result.data_changed}", "yellow")
+    if result.data_unchecked:
+        note(console, f"data: {result.data_unchecked}")
     if result.train_changed:
         # :load restores the checkpoint's run, its settings with it: a :set before it did not last, and says so
         moved = ", ".join(f"{name} {setting_text(old)} -> {setting_text(new)}"
@@ -665,6 +701,8 @@ def render_load(result: LoadResult, console: Console) -> None:
         into = (f"{cmd('train', save=result.name, load=result.name)} continues it into {result.name} "
                 f"({cmd('train', load=result.name)} alone, into {AUTOSAVE_NAME})" if result.named else
                 f"{cmd('train', load=result.name)} continues it")  # as the shell's stop line names it
+        if result.data_missing:  # the line above said training does not work without it
+            into += " once its data is back"
         say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: {into}", "yellow")
     if result.saved_at:
         note(console, f"saved {local_minute(result.saved_at)}, from {result.path}")  # as :ls shows it: local time
@@ -918,7 +956,11 @@ def render_ls(result: LsResult, console: Console) -> None:
             say(console, detail, "red" if row.error is not None else "", indent=2)  # each wrapped line under the name
     for row in listed:
         if row.error is not None:
-            say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
+            # an error that begins with the checkpoint's name ("NAME was written by a newer minitf") is not told it
+            # again in front of it
+            named = row.error.startswith(f"{row.name} ")
+            say(console, Text(row.name, style="bold red") + Text(row.error[len(row.name):]) if named else
+                Text(f"{row.name}: ", style="bold red") + Text(row.error))
     if len(listed) < len(result.rows):
         older = len(result.rows) - len(listed)
         note(console, f"{count(older, 'older checkpoint')} not listed (the newest {len(listed)} of "

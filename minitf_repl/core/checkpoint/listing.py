@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from .layout import (ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, check_folder_reachable, check_not_a_checkpoint,
-                     damaged, last_own_evaluation, path_error, steps_left)
-from .values import check_manifest_values
+                     damaged, path_error, steps_left)
+from .values import check_manifest_values, own_evaluation
 from .reads import manifest_bytes, not_regular, read_manifest, wrong_size
 
 
@@ -134,7 +134,8 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
             return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
                                   size_bytes=_dir_size(path), saved_at=None, error=str(e))
     t = manifest["trainer"]
-    evaluated = last_own_evaluation(manifest, t["history"])
+    # a one-expert mixture saved with the gate of 1 computes another function now: its losses are of that one
+    evaluated = own_evaluation(manifest, config, t["history"])
     saved_at = manifest.get("saved_at")
     return CheckpointInfo(
         name=path.name, step=t["step"], val_loss=evaluated["val_loss"] if evaluated else None,

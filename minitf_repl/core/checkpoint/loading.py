@@ -29,7 +29,7 @@ from ..words import count
 from .layout import Checkpoint, MANIFEST, checkpoint_path, damaged, held_elsewhere
 from .manifest import HISTORY_LATER, tied_aliases
 from .reads import read_data_file, read_manifest, read_manifest_bytes
-from .values import check_loadable, check_manifest_values  # noqa: F401 (names of this module before)
+from .values import check_loadable, check_manifest_values, gated_by_one  # noqa: F401 (names of this module before)
 
 
 _OPTIM_KEY = re.compile(r"^optim\.(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
@@ -581,6 +581,14 @@ def load_model(name: str, directory=None, device="cpu"):
         _check_python_name(name, directory)
         _check_folder_exists(Path(folder).expanduser(), name)
     checkpoint = load_checkpoint(folder, name)
+    if gated_by_one(checkpoint.meta, checkpoint.model_config):  # the shell's :load says it; a script heard nothing
+        import shlex
+        import warnings
+
+        where = "" if directory is None else f"--checkpoint-dir {shlex.quote(str(directory))} "
+        warnings.warn(f"{name} was saved when a mixture of one expert a token gated by 1; it now gates by the chosen "
+                      "expert's probability, so its outputs and losses differ from when it was saved: minitf "
+                      f"{where}--load {name} train --steps 100 --save {name} adapts it", stacklevel=2)
     device = resolve_device(device) if isinstance(device, str) else torch.device(device)
     return build_model(checkpoint).to(device).eval(), checkpoint_data(checkpoint)
 

@@ -153,6 +153,22 @@ def meta_sha256(manifest: dict) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+# Format 2 is format 1 and a mixture of one expert a token gated by the chosen expert's probability ("moe_top1_gate":
+# "probability"; 1 until 6128e820, which changed the gate without a new format). A minitf of before reads past the key
+# it does not know and computes those weights with the gate of 1: another model, without a word. Each release refuses
+# a format above the one it reads, so such a checkpoint is written as format 2, which those releases refuse ("written by
+# a newer minitf: upgrade minitf"), and every other checkpoint stays format 1, which all of them still read. So this
+# reader takes 2 only with that gate in the manifest, and reads it as 1; a change of the format of every checkpoint
+# goes to 3 (2 is taken). layout.FORMAT_VERSION stays the format of every other checkpoint.
+GATE_FORMAT_VERSION = 2
+
+
+def format_version_of(manifest: dict) -> int:
+    """The format a save writes `manifest` as: GATE_FORMAT_VERSION where an older minitf would compute its weights
+    with another gate (a one-expert mixture), else FORMAT_VERSION."""
+    return GATE_FORMAT_VERSION if manifest.get("moe_top1_gate") is not None else FORMAT_VERSION
+
+
 def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
     """Check a manifest's bytes completely; `where` names it in messages. exact=False (`:ls`) checks every value
     but not the text byte for byte: re-encoding with indentation runs in pure Python, some 0.1 s for a manifest
@@ -168,7 +184,7 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
     version = manifest.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise damaged(f"{where} has no valid format_version (corrupted)")
-    if version > FORMAT_VERSION:
+    if version > FORMAT_VERSION and (version != GATE_FORMAT_VERSION or manifest.get("moe_top1_gate") is None):
         raise CheckpointError(
             f"{where.parent.name} was written by a newer minitf (format {version}, this one reads {FORMAT_VERSION}): upgrade minitf"
         )
@@ -217,6 +233,8 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     for key in ("data_since_step", "measured_since_step"):
         since = m.get(key)
         need(since is None or (is_int(since) and since >= 0), f"{key} is not a whole number >= 0")
+    gate = m.get("moe_top1_gate")
+    need(gate in (None, "probability"), "moe_top1_gate is not 'probability'")  # the one value a save writes
     digest = m.get("data_sha256")
     need(digest is None or (isinstance(digest, str) and len(digest) == 64
                             and all(c in "0123456789abcdef" for c in digest)), "data_sha256 is not a SHA-256")

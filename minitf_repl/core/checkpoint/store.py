@@ -25,19 +25,21 @@ import torch
 
 from .. import __version__
 from ..catalog import unkept_path
+from ..config import ModelConfig
 from ..device import mps_here
 from ..errors import CheckpointError
 from ..model import MiniTransformerLM, require_model
 from ..paths import cut_middle
 from ..train import Trainer
 from ..words import count
-from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
-                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_no_other_files, check_save_target,
-                     last_own_evaluation, steps_left)
+from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES, MAX_SHOWN, NAME,
+                     ORIGINS, TMP_DIR, check_name, check_no_other_files, check_save_target, steps_left)
 from .locks import folder_lock, unlink
-from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
+from .manifest import (encode_manifest, encode_model, encode_state, encoded_here, file_entry, format_version_of,
+                       meta_sha256)
 from .reads import (holding, open_regular, origin_kind, read_manifest, read_manifest_bytes, read_open,
                     rotation_owns, same_model)
+from .values import TOP1_GATE, own_evaluation
 
 
 class NameTaken(CheckpointError):
@@ -121,7 +123,6 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     model_file, state_file = f"model-{uid}.safetensors", f"state-{uid}.safetensors"
     manifest = {
         "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
         "minitf_version": __version__,
         "torch_version": torch.__version__,
         # pydoc is the documentation of the Python that runs: a pydoc model met under another Python names this one
@@ -134,8 +135,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         **({"tokenizer": {"kind": "bpe", "json": tokenizer_json}} if tokenizer_json is not None else {}),
         "data_spec": data_spec,
         # a mixture of one expert a token gates by that expert's probability (core/experts.py) since this key was
-        # kept; a load of one saved before, whose gate was 1, says its outputs changed (an older minitf reads past it)
-        **({"moe_top1_gate": "probability"} if model.config.is_moe and model.config.experts_per_token == 1 else {}),
+        # kept; a load of one saved before, whose gate was 1, says its outputs changed (values.gated_by_one). An
+        # older minitf would read past the key: the manifest is format 2 then, which it refuses (format_version_of)
+        **({"moe_top1_gate": TOP1_GATE} if model.config.is_moe and model.config.experts_per_token == 1 else {}),
         **({"weights_from": _shown(weights_from)} if weights_from else {}),
         **({"data_since_step": data_since_step} if data_since_step else {}),
         # the step at which the model's function changed with its weights kept (causal=on/off): the losses before it
@@ -150,6 +152,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             "state": file_entry(state_file, state_bytes),
         },
     }
+    # 2 for a one-expert mixture, which an older minitf would compute with the gate of 1: it refuses format 2
+    # (manifest.GATE_FORMAT_VERSION says why); 1 for every other, which every minitf reads
+    manifest["format_version"] = format_version_of(manifest)
     manifest = json.loads(json.dumps(manifest))  # tuples become lists, exactly as a reader sees them
     manifest["meta_sha256"] = meta_sha256(manifest)
     manifest_bytes = encode_manifest(manifest)
@@ -753,8 +758,9 @@ def _step_and_val(path: Path) -> tuple:
     Last, the steps its stopped run had still to go (0: it ended): a stopped run deleted is said whatever its loss."""
     try:
         manifest = json.loads(read_manifest_bytes(path / MANIFEST))
-        evaluated = last_own_evaluation(manifest, manifest["trainer"]["history"])
         model = manifest["model_config"]
+        # a one-expert mixture of the gate of 1: no loss of the model as it computes now (values.measured_since)
+        evaluated = own_evaluation(manifest, ModelConfig.from_dict(model), manifest["trainer"]["history"])
         return (int(manifest["trainer"]["step"]), float(evaluated["val_loss"]) if evaluated else None,
                 str(manifest["data_spec"]), int(model["vocab_size"]), bool(model.get("causal", True)),
                 int(steps_left(manifest["trainer"])))

@@ -11,7 +11,7 @@ from ..config import ModelConfig, TrainConfig
 from ..errors import CheckpointError, ConfigError
 from ..sizes import check_trainable
 from ..words import count
-from .layout import damaged
+from .layout import damaged, last_own_evaluation
 
 
 def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
@@ -58,3 +58,29 @@ def _reason(e: Exception) -> str:
     """The cause part of an error's message (before its fix), short enough for one line."""
     text = str(e).split(";")[0]
     return text if len(text) <= 160 else text[:157] + "..."
+
+
+# A mixture of one expert a token gated by 1 (a softmax over the one chosen logit) until 6128e820, and since by the
+# chosen expert's probability (core/experts.py): the same weights compute another function. Saves since 3d008561 say
+# so in the manifest ("moe_top1_gate"); one without it was saved with the gate of 1.
+TOP1_GATE = "probability"
+
+
+def gated_by_one(manifest: dict, config: ModelConfig) -> bool:
+    """Whether the manifest is of a mixture of one expert a token saved when its gate was 1: loaded now, its
+    outputs differ from when it was saved, and so do its losses."""
+    return config.is_moe and config.experts_per_token == 1 and manifest.get("moe_top1_gate") != TOP1_GATE
+
+
+def measured_since(manifest: dict, config: ModelConfig) -> int:
+    """The step after which the manifest's val losses are of the model as it computes now: its measured_since_step
+    (causal=on/off), or, of one gated_by_one, its step, every loss of its history being of the gate before. A load
+    takes it as the session's measured_since_step, so a save before a :train writes it (the stale val loss stays
+    dropped), and :ls, :load and layout.last_own_evaluation give no loss of that other function."""
+    since = manifest.get("measured_since_step") or 0
+    return max(since, manifest["trainer"]["step"]) if gated_by_one(manifest, config) else since
+
+
+def own_evaluation(manifest: dict, config: ModelConfig, history) -> dict | None:
+    """layout.last_own_evaluation, after measured_since (a one-expert mixture of the gate of 1 has none)."""
+    return last_own_evaluation({**manifest, "measured_since_step": measured_since(manifest, config)}, history)
