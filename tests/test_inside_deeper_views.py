@@ -196,7 +196,7 @@ def test_the_one_shot_shell():
     doc = json.loads(runner.invoke(cli.app, [*SHELL, "attrib", "31415=", "--target", "3", "--json"]).stdout)
     assert doc["target"] == "3" and abs(sum(p["logit"] for p in doc["parts"]) + doc["offset"] - doc["logit"]) < 1e-4
     doc = json.loads(runner.invoke(cli.app, [*SHELL, "lens", "31415=", "--at", "mid", "--json"]).stdout)
-    assert doc["schema"] == "minitf.lens/6" and doc["at"] == "mid" and doc["rows"][1]["layer"] == "blocks.0.mid"
+    assert doc["schema"] == "minitf.lens/7" and doc["at"] == "mid" and doc["rows"][1]["layer"] == "blocks.0.mid"
     two = json.loads(runner.invoke(cli.app, [*SHELL, "patch", "31415=", "38495=", "--json"]).stdout)  # two arguments
     assert (two["clean"], two["corrupt"]) == ("31415=", "38495=") and two["heads"] == doc_patch["heads"]
     result = runner.invoke(cli.app, [*SHELL, "patch", "31415= 3141="])

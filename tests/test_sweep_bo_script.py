@@ -11,8 +11,9 @@ from minitf_repl import repl
 from minitf_repl.dispatch import FrontDoor
 
 from test_cli import assert_one_error_line, invoke
-from test_commands import tiny_session
+from test_commands import run, tiny_session
 from test_hostile import drive
+from test_render import plain
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,3 +110,15 @@ def test_a_setting_typed_as_an_option_with_a_value_it_cannot_take_says_both():
     line = assert_one_error_line(invoke("--lr", "fast", "tok", "a"), code=2)
     assert "--lr is a setting, not an option; a setting goes with --set before the command (--set lr=X), and lr " \
            "must be a number" in line, line
+
+
+@pytest.mark.parametrize("line", [":attn 312=", ":step 312=", ":lens 312="])
+def test_the_views_of_a_model_that_never_trained_say_so_as_gen_does(line):
+    """A one-shot `minitf attn` after `minitf train` reads a new model: :gen said so, these showed random weights in
+    silence (a shell script of one-shot commands is where that bites)."""
+    session = tiny_session()
+    fresh = run(session, line)
+    assert fresh.untrained and "this model has not trained yet" in plain(fresh, width=200)
+    run(session, ":train steps=1")
+    trained = run(session, line)
+    assert not trained.untrained and "has not trained yet" not in plain(trained, width=200)

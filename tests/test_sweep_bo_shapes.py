@@ -87,7 +87,7 @@ def test_a_view_whose_result_says_the_cut_gives_no_notice_of_it_too(text_session
     assert hooks.notices == ["the prompt is longer than max_seq_len=4; reading its last 4 characters"]
 
 
-@pytest.mark.parametrize("line", [":grad abcdefghij"])
+@pytest.mark.parametrize("line", [":grad abcdefghij", ":kv abcdefg n=4", ":attn abcdefgh", ":qkv abcdefgh", ":ln abcdefgh"])
 def test_views_say_a_cut_prompt_once(line, text_session):
     """Each view whose output ends with "... went unread" gives no notice of the same cut before it."""
     run(text_session, ":set n_embd=8 n_head=1 n_layer=1 block_size=4")

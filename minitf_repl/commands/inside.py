@@ -63,13 +63,14 @@ class AttnResult:
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    untrained: bool = False  # the model has not trained a step: its q and k are random, so each row spreads its weight near evenly
 
 
 @command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
     VIEW_TEXT,
     BLOCK,
     Param("head", str, help="a head number, or all (default all)", complete=complete_head, meta="N|all"),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     layer = check_layer(session, args["layer"])
     n_heads = session.model_config.n_heads
@@ -84,7 +85,7 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
         if not 0 <= heads[0] < n_heads:
             raise UserError(f"head must be in 0..{n_heads - 1} or all (the model has {count(n_heads, 'head')}), "
                             f"got {heads[0]}")
-    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter, noted=True)  # unread_note says it
 
     from ..core.inside import attention_maps
 
@@ -94,7 +95,7 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     # a character each, or a subword piece (" the"); a byte of a longer character as its escape (\xe4)
     tokens = [shown_piece(session.data.tokenizer, i) for i in ids]
     return AttnResult(text, tokens, layer, heads, n_heads, [maps[h].tolist() for h in heads], dropped,
-                      session.data.tokenizer.unit, switched_off(session))
+                      session.data.tokenizer.unit, switched_off(session), session.untrained)
 
 
 @render.register(AttnResult)
@@ -144,6 +145,9 @@ def render_attn(result: AttnResult, console: Console) -> None:
             note(console, "a head that reads the next token hands the answer to the prediction: the loss falls "
                           "toward 0, and generation, which has no next token, fails")
     unread_note(console, result)
+    if result.untrained:  # a one-shot `minitf attn` after `minitf train` reads a new model, not the one trained
+        note(console, f"this model has not trained yet: its q and k are random, so each row spreads its weight near "
+                      f"evenly; {look_again('attn', AUTOSAVE_NAME, result.prompt)}")
     head = {"head": result.heads[0]} if single else {}  # one head shown: :qkv works out that one, not head 0
     note(console, f"row i worked out by hand, q.k to softmax: {cmd('qkv', 'TEXT', at='i', layer=result.layer, **head)}")
     # A switched-off head still computes its pattern (its output A_h V_h is what is zeroed); the blocks after it,
@@ -194,6 +198,7 @@ class StepResult:
     # of the n_kept, those whose probability is above 0: fewer where a tiny temperature leaves the others at exactly 0
     # (T=1e-300 kept all 103 of pydoc through the filters, and one could be picked)
     n_possible: int = 0
+    untrained: bool = False  # the model has not trained a step: its logits are near equal, every probability near 1/V
 
 
 SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation settings :step takes
@@ -203,7 +208,7 @@ SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation setti
          params=[Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
                  *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
                                       aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
-                   for spec in GenConfig.specs() if spec.name in SAMPLING)], json_version=4)  # fmt: skip
+                   for spec in GenConfig.specs() if spec.name in SAMPLING)], json_version=5)  # fmt: skip
 def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     settings = with_given(session.gen_config, args)
     data = session.data
@@ -236,6 +241,7 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
         rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
         picked=name(p.picked), picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
         ablations=switched_off(session), int8=model is not session.model, n_possible=int((p.stages.probs > 0).sum()),
+        untrained=session.untrained,
     )
 
 
@@ -351,6 +357,9 @@ def render_step(result: StepResult, console: Console) -> None:
     note(console, f"{result.n_possible:,} of {result.vocab_size:,} tokens could be picked{underflow}; {drawn} ({same} "
                   "picks the same)")
     ablation_note(console, result.ablations)
+    if result.untrained:
+        note(console, f"this model has not trained yet: its logits are near equal, every probability near 1/V; "
+                      f"{look_again('step', AUTOSAVE_NAME, result.prompt)}")
 
 
 # --- :lens ---------------------------------------------------------------------------------------
@@ -378,6 +387,7 @@ class LensResult:
     # itself (a row of W_E tends to score highest against itself); None otherwise
     reads_back: str | None = None
     chosen: bool = field(default=False, metadata={"view_only": True})  # target= named the target: not the truth
+    untrained: bool = False  # the model has not trained a step: every layer's guesses are noise
 
 
 LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch has loaded (a test keeps them equal)
@@ -390,7 +400,7 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
     Param("target", str, blank=True, meta="CHAR",
           help="the next token whose rank each layer gives, ␣ for a space (default: a task's answer, or the true "
                "next token of the default prompt)"),
-], json_version=6, guide="inside-views.md#the-lens-in-the-middle-of-each-block")  # fmt: skip
+], json_version=7, guide="inside-views.md#the-lens-in-the-middle-of-each-block")  # fmt: skip
 def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     from ..core.bpe import shown_piece
     from .why import one_token
@@ -430,7 +440,7 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
               and int(first.top_ids[-1][0]) == ids[-1])
     return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post",
                       ablations=switched_off(session), unit=data.tokenizer.unit, reads_back=last if echoed else None,
-                      chosen=args["target"] is not None)
+                      chosen=args["target"] is not None, untrained=session.untrained)
 
 
 @render.register(LensResult)
@@ -479,6 +489,9 @@ def render_lens(result: LensResult, console: Console) -> None:
                       "itself, so before any block the stream reads back its own token; the blocks move it toward the "
                       "next")
     ablation_note(console, result.ablations)
+    if result.untrained:
+        note(console, f"this model has not trained yet: every layer's guesses are noise; "
+                      f"{look_again('lens', AUTOSAVE_NAME, result.prompt)}")
 
 
 # --- :tok ----------------------------------------------------------------------------------------

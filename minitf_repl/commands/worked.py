@@ -45,7 +45,7 @@ def read_at(session: Session, name: str, args: dict, reporter: Reporter,
             default=lambda T: T - 1) -> tuple[str, list[int], int, int]:
     """The text a view reads (base.view_prompt: the prompt, or the data's sample) and the position `at` it looks
     at, checked: None is `default(T)`, a negative one counts from the end."""
-    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter, noted=True)  # closing_notes says it
     if not ids:
         raise UserError(f"give some text, e.g. {cmd(name, sample_prompt(session.data))}")
     T = len(ids)
@@ -925,7 +925,7 @@ class KvResult:
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
 ], json_version=6, guide="inside-views.md#decoding-with-the-kv-cache-kv")  # fmt: skip
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
-    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter, noted=True)  # closing_notes says it
     if not ids:
         raise UserError(f"give some text, e.g. {cmd('kv', sample_prompt(session.data))}")
     from ..core.inside import cached_decoding
