@@ -36,9 +36,10 @@ from .commands.settings import rebuilding_keys, setting_help
 from .core import distributed  # a light import: it loads torch only when asked to do something
 from .core.catalog import spec_forms
 from .core.errors import Interrupted, UsageError, UserError
-from .core.paths import default_checkpoint_dir
+from .core.paths import default_checkpoint_dir, home_variable
 from .core.words import count
-from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
+from .dispatch import (FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, short_of_memory,
+                       signal_status)
 from .palette import write_stand_ins
 from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, near_bool, needs_a_value, parse_line,
                       prepare_args, reads_prose, refuse_a_setting, shell_text, undecodable)
@@ -323,21 +324,57 @@ def _completion_for(words: list[str]) -> int | None:
         if not eq:
             value = before[k + 1] if k + 1 < len(before) else ""
         if not value or value.startswith("-") or (not eq and value in REGISTRY.names()):
-            return None  # Typer's own: the shell it runs in
+            # the shell it runs in: Typer's own finds it, and its install is ours too, for its errors' sake
+            return _install_completion(None) if option == "--install-completion" else None
         if value.lower() not in COMPLETION_SHELLS:
             _command_line_error(f"{option} takes a shell's name, one of {', '.join(COMPLETION_SHELLS[:4])}, or none "
                                 f"for the shell it runs in; got {clip(value)!r}")
             return 2
-        from typer.completion import get_completion_script, install
+        from typer.completion import get_completion_script
 
         shell = value.lower()
         if option == "--show-completion":
             print(get_completion_script(prog_name="minitf", complete_var="_MINITF_COMPLETE", shell=shell))
             return 0
-        shell, path = install(shell=shell, prog_name="minitf", complete_var="_MINITF_COMPLETE")
-        print(f"{shell} completion installed in {path}\nCompletion will take effect once you restart the terminal")
-        return 0
+        return _install_completion(shell)
     return None
+
+
+def _install_completion(shell: str | None) -> int:
+    """Typer's install of `shell`'s completion (None: the shell it runs in), and the exit status. What stops it is one
+    line that gives the script to install by hand: a home folder read-only or not there, and none at all ($HOME unset,
+    a uid with no passwd entry), were tracebacks. ~/.bashrc is left as it was where it sources the script already:
+    Typer's install_bash adds a blank line to it each time."""
+    from typer.completion import install
+
+    by_hand = f"minitf --show-completion{f' {shell}' if shell else ''} prints the script to install by hand"
+    try:
+        bashrc = Path.home() / ".bashrc"
+        before = _read_if_there(bashrc)
+        shell, path = install(shell=shell, prog_name="minitf", complete_var="_MINITF_COMPLETE")
+        if shell == "bash" and before is not None and f"source '{path}'" in before:
+            bashrc.write_text(before)
+    except typer.Exit as e:  # a shell Typer writes no script for: its own line said which
+        return e.exit_code
+    except RuntimeError:  # Path.home() with no home folder to name
+        _command_line_error(f"there is no home folder to install completion in ({home_variable()} is not set); set "
+                            f"{home_variable()}, or {by_hand}")
+        return 1
+    except OSError as e:
+        # PowerShell's install runs the shell itself, which may not be there
+        verb = "run" if shell is not None and e.filename == shell else "write"
+        _command_line_error(f"cannot {verb} {e.filename or 'the completion script'} ({e.strerror or e}); {by_hand}")
+        return 1
+    print(f"{shell} completion installed in {path}\nCompletion will take effect once you restart the terminal")
+    return 0
+
+
+def _read_if_there(path: Path) -> str | None:
+    """`path`'s text, or None where it cannot be read (no such file: Typer's install then says what is wrong)."""
+    try:
+        return path.read_text() if path.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _before_dashes(words: list[str]) -> list[str]:
@@ -1321,7 +1358,11 @@ def _one_line(option: str, debug: bool):
             raise typer.Exit(startup.STATUS) from None
         if debug:
             raise
-        internal_error(_stderr(), e)
+        if (short := short_of_memory(e)) is not None:  # the memory limit, not a bug (torch's import under ulimit -v)
+            distributed.before_error()
+            error(_stderr(), f"{option}: {short}")
+        else:
+            internal_error(_stderr(), e)
         raise typer.Exit(1)
 
 

@@ -18,6 +18,7 @@ import atexit
 import codecs
 import contextlib
 import dataclasses
+import errno
 import functools
 import json
 import math
@@ -36,6 +37,10 @@ from rich.text import Text
 
 from .commands import REGISTRY
 from .core import distributed
+# at load, not in phrase(): an import there, as a process ran out of memory, failed too, and the out-of-memory error it
+# was wording became a traceback (`ulimit -v`)
+from .core.catalog import OTHER_DATA
+from .core.checkpoint.layout import ANOTHER_DIR
 from .core.errors import Interrupted, UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
@@ -47,7 +52,7 @@ from .render.live import same_output
 from .render.words import note, say
 from .reporter import Reporter
 from .schema import schema_id
-from .syntax import (REPL, SHELL, cmd, given_before, named, setting_text, speaking, typed_after,
+from .syntax import (REPL, SHELL, cmd, given_before, loaded, named, setting_text, speaking, typed_after,
                      typed_at_keyboard)
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
@@ -93,13 +98,57 @@ def run_command(session, command: Command | str, args: dict | None = None, repor
         session.on_build = reporter.notice
     try:
         return command.func(session, values, reporter)
-    except (MemoryError, RuntimeError) as e:
+    except (MemoryError, RuntimeError, ImportError, OSError) as e:
+        if _loading(e) and (line := short_of_memory(e)) is not None:  # torch's import, which a command may do
+            raise UserError(line) from None
         if is_out_of_memory(e):  # anything else is a bug
             raise UserError(OUT_OF_MEMORY) from None
         raise
     finally:
         if session is not None:
             session.on_build = before
+
+
+# What an import that found too little memory raises: the loader's "failed to map segment from shared object" of a
+# library (libtorch_cpu.so), or the system's ENOMEM, said as "Cannot allocate memory"
+_NO_MEMORY = re.compile(r"failed to map segment|cannot allocate memory|out of memory", re.IGNORECASE)
+
+
+def short_of_memory(exc: BaseException) -> str | None:
+    """The line for `exc` where it is the process running out of memory, not a bug, or None: a MemoryError, or an
+    ImportError or OSError that says so. Under `ulimit -v` torch's import met them, and they were internal errors
+    ("MemoryError: " with no words at all, "ImportError: libtorch_cpu.so: failed to map segment from shared object"),
+    which named neither the problem nor its fix. (A command's tensors too large for the device are its own error,
+    OUT_OF_MEMORY: run_command says them so, with a smaller batch or model as the fix.)"""
+    said = next((line for line in str(exc).splitlines() if _NO_MEMORY.search(line)), None)
+    if isinstance(exc, (ImportError, OSError)):
+        if getattr(exc, "errno", None) != errno.ENOMEM and said is None:
+            return None
+    elif not isinstance(exc, MemoryError):
+        return None
+    if isinstance(exc, OSError) and exc.strerror:
+        why = exc.strerror
+    elif said is not None:  # numpy's ImportError is 20 lines of advice, ending "Original error was: LIB.so: failed..."
+        why = clip(": ".join(said.strip().split(": ")[-2:]), 80)
+    else:  # a MemoryError's own text is often empty
+        why = clip(" ".join(str(exc).split()), 80) or type(exc).__name__
+    what = "not enough memory to load torch" if _loading(exc) else "not enough memory"
+    limit = "" if sys.platform == "win32" else "raise the memory limit (ulimit -v) or "  # no ulimit there
+    return f"{what} ({why}); {limit}close other programs"
+
+
+def _loading(exc: BaseException) -> bool:
+    """Whether `exc` came from an import: an ImportError, or raised as a module ran (its `<module>` frame; Python
+    drops importlib's own frames from the traceback, save where importlib itself raised)."""
+    if isinstance(exc, ImportError):
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "<module>" or code.co_filename.startswith("<frozen importlib"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _text_like_a_choice(command: Command, given: dict, values: dict, reporter: Reporter | None) -> None:
@@ -176,10 +225,6 @@ def phrase(exc: UserError, syntax: str, command: str | None = None, typed: str =
 
     (The message itself was phrased when it was raised, under the same front end: syntax.py.)
     """
-    from .core.catalog import OTHER_DATA
-    from .core.checkpoint.layout import ANOTHER_DIR
-    from .syntax import loaded
-
     message = str(exc)
     # A whole line only where it runs as pasted: not after --load (a setting that rebuilds the model is refused there,
     # and --load would read a checkpoint from the new folder), not for :set's own pairs (the typed pair would
@@ -389,7 +434,11 @@ class FrontDoor:
             return FAILED
         except Exception as e:  # a bug: say so in one line, keep the session going
             self._close(reporter)
-            if self.front.debug:
+            if (short := short_of_memory(e)) is not None and not self.front.debug:
+                # no bug: the memory limit, met outside the command's own work (torch's import, as a Ctrl-C's check of
+                # its modes imported it: `_torch_modes`)
+                self._error(short + meant)
+            elif self.front.debug:
                 self.err.print(traceback.format_exc(), markup=False, highlight=False, end="", soft_wrap=True)
             else:
                 internal_error(self.err, e, self.where)

@@ -164,6 +164,9 @@ def render_help(result: HelpResult, console: Console) -> None:
     note(console, "A line without ':' is a prompt: the model continues it (like :gen PROMPT).")
     note(console, ":help COMMAND shows its options, :help KEY a setting; Tab completes; Ctrl-C stops a running "
                   "command.")
+    # a script of these lines is a lesson to hand on; docs/commands.md has the rest (comments, errors by line)
+    note(console, "Lines piped in run as a script, each as typed here: minitf --transcript < lesson.txt (--transcript "
+                  "prints each line before its output).")
 
 
 def render_command_help(result: HelpResult, console: Console) -> None:

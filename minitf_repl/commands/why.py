@@ -190,24 +190,33 @@ def _alike(tokenizer, clean: str, corrupt: str) -> bool:
 
 
 def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]],
-                  gap: float | None = None, off: list[str] = (), ablated: bool = False) -> str:
+                  gap: float | None = None, off: list[str] = (), ablated: bool = False, shared: str | None = None,
+                  example: str = "") -> str:
     """One line: the head that brings back the most, and where the stream holds the answer at the end; where the
     corruption hardly moves the logit difference (`gap` within core.patching.MIN_GAP of 0), that the fractions are
     noise; where it moves it the wrong way (the corrupted prompt favours the answer more), that they are upside
     down. The heads `off` ("L.H", switched off by :ablate) are never named: theirs is a 0 by no merit of theirs.
     `ablated`: something is switched off, which may be why the clean run no longer gives its answer (a sort model
-    with block 0 skipped): the fix names `:ablate off` before other prompts or training."""
+    with block 0 skipped): the fix names `:ablate off` before other prompts or training. `shared`: the next token the
+    data gives both prompts alike (sort's 889978= and 889979= both answer 7...), where it knows both: then no head
+    has an answer to carry, whatever the gap (one of 0.14 read head 0.0 as "most of it comes back (7.99)");
+    `example`: a pair of prompts whose answers differ, for the fix."""
     from ..core.patching import MIN_GAP
 
     fix = (f"{cmd('ablate', 'off')} first if the part switched off is what broke the clean answer, else choose a "
            "corrupted prompt that changes the answer" if ablated else
            "choose a corrupted prompt that changes the answer (or train first)")
+    if gap is not None and -MIN_GAP < gap < MIN_GAP:
+        return (f"the corruption moves z[answer] - z[foil] by only {gap:+.3f}, so these fractions are noise over a "
+                f"tiny difference; {fix}")
+    if shared is not None:
+        instead = f", e.g. {cmd('patch', example)}" if example else ""
+        return (f"the corrupted prompt does not change the answer: the data's next token after both is "
+                f"{quoted(shared)}, so no head has an answer to carry across and these fractions mean nothing; "
+                f"choose a corrupted prompt whose answer differs{instead}")
     if gap is not None and gap <= -MIN_GAP:
         return (f"the corrupted prompt favours the answer more than the clean one (z[answer] - z[foil] moves by "
                 f"{gap:+.3f}, the wrong way), so these fractions read upside down; {fix}")
-    if gap is not None and gap < MIN_GAP:
-        return (f"the corruption moves z[answer] - z[foil] by only {gap:+.3f}, so these fractions are noise over a "
-                f"tiny difference; {fix}")
     best = max(((v, layer, h) for layer, row in enumerate(heads) for h, v in enumerate(row)
                 if f"{layer}.{h}" not in off), default=None)
     if best is None and heads:
@@ -216,7 +225,7 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
         return "the model has no heads to patch"
     else:  # every head that reads as the most, at the table's two decimals: not one of two equals
         tied = [f"{layer}.{h}" for layer, row in enumerate(heads) for h, v in enumerate(row)
-                if f"{layer}.{h}" not in off and f"{v:.2f}" == f"{best[0]:.2f}"]
+                if f"{layer}.{h}" not in off and two(v) == two(best[0])]
         line = _best_head(best[0], tied)
     moved = next((name for name, row in zip(stream, resid) if row[-1] >= 0.5), None)
     if moved is not None and moved != stream[-1]:
@@ -230,11 +239,18 @@ def _best_head(value: float, names: list[str]) -> str:
     heads = f"head {names[0]}" if one else "heads " + ", ".join(names[:-1]) + f" and {names[-1]}"
     each = "" if one else " each"
     if value >= 0.5:
-        return f"most of it comes back when {heads} {'is' if one else 'are each'} patched ({value:.2f})"
+        return f"most of it comes back when {heads} {'is' if one else 'are each'} patched ({two(value)})"
     if value >= 0.2:
-        return (f"{heads} {'brings' if one else 'bring'} back the most ({value:.2f}{each}); no single head carries "
+        return (f"{heads} {'brings' if one else 'bring'} back the most ({two(value)}{each}); no single head carries "
                 "most of it")
-    return f"no single head brings much back (the most: {heads}, {value:.2f}{each})"
+    return f"no single head brings much back (the most: {heads}, {two(value)}{each})"
+
+
+def two(value: float) -> str:
+    """`value` to two decimals, never "-0.00": a head whose patch moves the difference by -0.001 restores nothing,
+    as one at +0.001 does."""
+    text = f"{value:.2f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
 
 @command("patch", "Activation patching: which layers, positions and heads carry the answer from one prompt "
@@ -260,6 +276,11 @@ def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     from ..core.patching import activation_patching
 
     r = activation_patching(session.model, clean_ids, corrupt_ids, answer)
+    # where the data knows both prompts' next token, one and the same: the corruption changes no answer
+    known = true_next(data, clean), true_next(data, corrupt)
+    shared = known[0] if known[0] is not None and known[0] == known[1] else None
+    example = (_task_pair(data, clean) if getattr(data, "answer", None) is not None else _example_pair(data)
+               ) if shared is not None else ""
     from ..core.bpe import shown_piece
 
     def itos(i: int) -> str:  # named as :tok names it: two byte tokens both "�" read as the same, so the prompts'
@@ -271,7 +292,8 @@ def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
         clean=clean, corrupt=corrupt, clean_tokens=[itos(i) for i in clean_ids],
         corrupt_tokens=[itos(i) for i in corrupt_ids], answer=itos(r.answer), foil=itos(r.foil),
         clean_diff=r.clean_diff, corrupt_diff=r.corrupt_diff, stream=r.stream, resid=resid, heads=heads,
-        reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff, off, bool(ablations)),
+        reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff, off, bool(ablations), shared,
+                              example),
         same_answer=r.same_answer, ablations=ablations, off_heads=off, untrained=session.untrained,
     )
 
@@ -317,7 +339,7 @@ def render_patch(result: PatchResult, console: Console) -> None:
         note(console, f"the corrupted prompt's likeliest next token is the answer {answer}, so the foil is the clean "
                       f"run's likeliest other token {foil}: the cells measure how far it moves the two apart")
     note(console, f"logit difference z[{answer}] - z[{foil}] at the last position: clean "
-                  f"{result.clean_diff:.2f}, corrupted {result.corrupt_diff:.2f}; each cell: the fraction of the "
+                  f"{two(result.clean_diff)}, corrupted {two(result.corrupt_diff)}; each cell: the fraction of the "
                   "difference that comes back when that activation is taken from the clean run (1: all of it)")
     T = len(result.corrupt_tokens)
     label = max(len(r) for r in result.stream) + 1
@@ -354,7 +376,7 @@ def render_patch(result: PatchResult, console: Console) -> None:
                 table.add_column(str(h) if short else f"head {h}", justify="right")
             for layer, row in enumerate(result.heads):
                 add_row(table, str(layer), *(Text("off", style="dim") if f"{layer}.{h}" in result.off_heads else
-                                             Text(f"{row[h]:.2f}", style="bold green" if round(row[h], 2) == best
+                                             Text(two(row[h]), style="bold green" if round(row[h], 2) == best
                                                   and not as_text else "") for h in range(first, last)))
             return table
 

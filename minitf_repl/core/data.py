@@ -39,7 +39,7 @@ from .errors import DataError, UserError
 from .interrupts import cut_short
 from .notices import told
 from .numbers import NumberTooLarge, whole_number
-from .paths import cache_dir, cut_middle, expand, gone_folder, on_windows
+from .paths import CACHE_ENV, cache_dir, cut_middle, expand, gone_folder, home_variable, on_windows
 from .probe import evaluating
 from .words import count, quoted_chars
 
@@ -988,7 +988,14 @@ def shakespeare_text(url: str | None = None, directory: Path | None = None, time
 def _kept_or_downloaded(url: str | None, directory: Path | None, timeout: float) -> tuple[Path, bytes | None]:
     """(the kept copy's path, None) where it is tiny Shakespeare, else (where to keep it, the checked download)."""
     url = url or os.environ.get("MINITF_SHAKESPEARE_URL", "").strip() or SHAKESPEARE_URL  # blank: unset, as paths'
-    target = (directory or cache_dir()) / "tinyshakespeare.txt"
+    try:
+        target = (directory or cache_dir()) / "tinyshakespeare.txt"
+    except UserError:
+        if os.environ.get(CACHE_ENV, "").strip():  # the variable's own value is what is wrong: its message says how
+            raise
+        # no home folder: "set $MINITF_CACHE_DIR" (paths') was no fix in the REPL, where no variable can be set
+        raise DataError(f"there is no home folder to keep tiny Shakespeare in ({home_variable()} is not set); "
+                        f"{_keep_elsewhere('a folder for it')}") from None
     damaged = None  # a kept copy that is not tiny Shakespeare (cut short, edited): replaced, and said
     try:
         if target.is_file():
@@ -1059,9 +1066,17 @@ def _keep(target: Path, payload: bytes) -> None:
     except OSError as e:  # a cache folder under a file, read-only, full
         with contextlib.suppress(OSError):  # a half-written copy (a full disk) goes
             tmp.unlink(missing_ok=True)
+        why = _in_the_way(target) or e.strerror or e
         raise DataError(f"downloaded tiny Shakespeare, but could not keep it in {cut_middle(str(target.parent))} "
-                        f"({_in_the_way(target) or e.strerror or e}); set MINITF_CACHE_DIR to a folder you can "
-                        "write, or save the file yourself and give its path as the data") from None
+                        f"({why}); {_keep_elsewhere('a folder you can write')}") from None
+
+
+def _keep_elsewhere(folder: str) -> str:
+    """The fix where tiny Shakespeare cannot be kept in the cache folder: $MINITF_CACHE_DIR, which minitf reads as it
+    starts (in the REPL "set MINITF_CACHE_DIR" named nothing the session could do), or a copy of one's own by path."""
+    example = "" if on_windows() else f": {CACHE_ENV}=DIR minitf"  # cmd and PowerShell set a variable otherwise
+    return (f"start minitf again with {CACHE_ENV} set to {folder}{example}, or save the file yourself and give its "
+            "path as the data")
 
 
 def _in_the_way(target: Path) -> str | None:
