@@ -291,8 +291,13 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
             gated_by_one = values.gated_by_one(checkpoint.meta, checkpoint.model_config)
             if gated_by_one:
                 reporter.notice(_gate_changed(name, checkpoint))
+            checkpoint, not_taken = _data_beside(checkpoint, reporter)
             data = _checkpoint_data(session, checkpoint)
+            if not_taken is not None and isinstance(data, VocabOnly):  # why the file of its name was not read
+                data = VocabOnly(data.name, data.tokenizer, data.spec, *not_taken)
             data_missing = data.description if isinstance(data, VocabOnly) else None
+            if data_missing is not None and not_taken is not None and not_taken[1] is not None:  # the line, at once
+                data_missing += f"; {not_taken[1]}"
             data_changed = _text_changed(checkpoint, data)
             data_unchecked = _text_unchecked(checkpoint, data)
             device = session.device
@@ -460,14 +465,22 @@ PICKLE_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle")
 def _a_file_here(session: Session, name: str) -> CheckpointError | None:
     """What `:load NAME` (`minitf --load NAME`) says where NAME is no checkpoint of the folder but a file in the current
     one (`--load ckpt.pt`): "no checkpoint named 'ckpt.pt'; saved ones: ..." did not say why the file was not read,
-    nor what reads it. None where there is no such file."""
+    nor what reads it. A checkpoint's folder here (a handed-out lesson unzipped) gets the line that loads it, as
+    `--load ./lesson1` does: "save one under that name first" was said of the checkpoint in front of the user. None
+    where there is no such file."""
     from pathlib import Path
 
-    from ..core.checkpoint.layout import is_pickle
+    from ..core.checkpoint import MANIFEST
+    from ..core.checkpoint.layout import NAME, is_pickle
 
     path = Path(name)
     try:
-        if os.path.lexists(Path(session.checkpoint_dir).expanduser() / name) or not path.is_file():
+        if os.path.lexists(Path(session.checkpoint_dir).expanduser() / name):
+            return None
+        if path.is_dir():
+            return CheckpointError(_path_given(session, os.path.join(os.curdir, name))) \
+                if NAME.match(name) and (path / MANIFEST).is_file() else None
+        if not path.is_file():
             return None
         with open(path, "rb") as f:  # a regular file (is_file): 9 bytes, never unpickled
             head = f.read(9)
@@ -600,6 +613,45 @@ def _text_read_by(session: Session, tokenizer, max_seq_len: int):
         problem = str(e).split("; ")[0]  # what is wrong; the fix after it was written for another command
         return None, f"{clip(session.data_spec, 40)}: {problem}"
     return data, None
+
+
+def _data_beside(checkpoint, reporter: Reporter):
+    """(the checkpoint, with its data at the file of the same text found beside it where the saved path names none,
+    said in a notice; None, or (reason, fix) for the stand-in where a file of its name is there but not taken). A
+    lesson handed out with its text kept the teacher's absolute path: a student's `:train` said "put the file back"
+    of a path on another machine, with the very file in the current folder. A file is taken by its SHA-256 alone;
+    where an older minitf kept no digest, whether it is the same text is the user's to say, and the line that reads
+    it is given (the load's data line, and the stand-in's refusal to train)."""
+    from ..core.checkpoint import data_found_elsewhere
+
+    found = data_found_elsewhere(checkpoint)
+    if found is None:
+        return checkpoint, None
+    path, same = found
+    shown = _shown_path(path)
+    if same:
+        here = "here " if shown.startswith(os.curdir + os.sep) else ""  # beside the checkpoints, not under the folder
+        reporter.notice(f"{checkpoint.name}'s data, {clip(checkpoint.data_spec, 200)}, found {here}as {shown} (the "
+                        "same text)")
+        return dataclasses.replace(checkpoint, data_spec=str(path)), None
+    if same is False:
+        return checkpoint, (f"not there, and {shown} holds another text", None)
+    import shlex
+
+    reads = (cmd("data", shown) if syntax() == REPL
+             else f"{restore(checkpoint.name)} --data {shlex.quote(shown)}")  # --data takes the place of data gone
+    reason = (f"not there; {shown} has its name, but an older minitf kept no digest of the text to tell whether it "
+              "is the same")
+    return checkpoint, (reason, f"{reads} reads it in its place (the model is kept where its characters are the same)")
+
+
+def _shown_path(path) -> str:
+    """A file's path as a line names it: ./NAME under the current folder, else the whole path."""
+    try:
+        relative = os.path.relpath(path)
+    except (OSError, ValueError):  # no current folder; another drive (Windows)
+        return str(path)
+    return str(path) if relative.startswith(os.pardir + os.sep) else os.path.join(os.curdir, relative)
 
 
 def _text_changed(checkpoint, data) -> str | None:

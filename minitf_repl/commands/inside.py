@@ -37,9 +37,9 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
-from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
-                   known_text, long_prompt_notice, sample_prompt, samples_the_data, sampling_notes, switched_off,
-                   training_length, true_next, typeable_prompt, unread_note, view_prompt, with_given)
+from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, data_named,
+                   default_prompt, known_text, long_prompt_notice, sample_prompt, samples_the_data, sampling_notes,
+                   switched_off, training_length, true_next, typeable_prompt, unread_note, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, check_counter
 from .generate import answer_line, drawn_seed, task_question
@@ -1295,10 +1295,13 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     status = session.status()  # the numbers the status bar shows, for the line under the loss chart
     done[0] = before + REPORT_WINDOWS
     advance()  # the page itself
+    # a page is for sharing: a file's data by its file name (a task with its size), not the path it has on this
+    # machine, which a teacher's page showed every student (/home/teacher/course/poem.txt)
+    named = data_named(session)
     report = ReportData(
-        title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
+        title=f"minitf report: {named}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
-                "gen": session.gen_config.to_dict(), "data": session.data_spec, "tokenizer": session.tokenizer_setting,
+                "gen": session.gen_config.to_dict(), "data": named, "tokenizer": session.tokenizer_setting,
                 "last_run": (session.trainer.run_start, session.trainer.run_steps, session.trainer.step)},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
@@ -1358,8 +1361,13 @@ def made_on(session: Session) -> str:
         where = cpu_kind()
     else:
         where = next((d.description for d in describe_devices() if d.name == str(device)), str(device))
-    ran = (f"The latest training step ran in {trainer.trained_dtype}" if trainer.trained_dtype is not None
-           else f"No training step ran here yet; one would run in {training_dtype(setting, device)}")
+    would = f"one would run in {training_dtype(setting, device)}"
+    if trainer.trained_dtype is not None:
+        ran = f"The latest training step ran in {trainer.trained_dtype}"
+    elif trainer.step > 0:  # a checkpoint of an older minitf: "no training step ran" was said of a model at step 40
+        ran = f"Trained {count(trainer.step, 'step')} before minitf recorded the dtype steps ran in; {would} here"
+    else:
+        ran = f"No training step ran here yet; {would}"
     threads = count(torch.get_num_threads(), "torch thread")
     # the page is made here; a loaded checkpoint's steps may have run on another machine, which its dtype tells of
     return (f"{ran} (dtype={setting}). This page was made on {device.type}: {where}; {threads}, "

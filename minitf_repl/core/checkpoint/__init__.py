@@ -78,8 +78,8 @@ _HOMES = {
     "layout": ("FORMAT_NAME", "FORMAT_VERSION", "MANIFEST", "MAX_MANIFEST_BYTES", "ORIGINS", "Checkpoint",
                "CheckpointInfo", "check_name", "check_save_target", "last_own_evaluation"),
     "listing": ("checkpoint_info", "list_checkpoints", "misnamed"),
-    "loading": ("build_model", "check_loadable", "checkpoint_data", "load_checkpoint", "restore", "restore_rng",
-                "restore_trainer", "weights_from"),
+    "loading": ("build_model", "check_loadable", "checkpoint_data", "data_found_elsewhere", "load_checkpoint",
+                "restore", "restore_rng", "restore_trainer", "weights_from"),
     "locks": ("HELD_FILE", "LOCK_FILE", "LOCK_WAIT", "folder_lock"),
     "reads": ("manifest_bytes",),
     "store": ("NameTaken", "rotate", "save_checkpoint"),
@@ -90,8 +90,8 @@ _HOME = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "HELD_FILE", "LOCK_FILE", "LOCK_WAIT", "MANIFEST", "MAX_MANIFEST_BYTES", "ORIGINS",
     "Checkpoint", "CheckpointInfo", "NameTaken", "build_model", "check_loadable", "check_name", "check_save_target",
-    "checkpoint_data", "checkpoint_info", "folder_lock", "last_own_evaluation", "list_checkpoints", "load_checkpoint",
-    "manifest_bytes",
+    "checkpoint_data", "checkpoint_info", "data_found_elsewhere", "folder_lock", "last_own_evaluation",
+    "list_checkpoints", "load_checkpoint", "manifest_bytes",
     "misnamed", "restore", "restore_rng", "restore_trainer", "rotate", "save_checkpoint", "weights_from",
 ]
 

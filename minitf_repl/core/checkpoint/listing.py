@@ -40,12 +40,19 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
     return rows
 
 
+# Folders an archiver adds beside what it packed: a zip made on macOS holds __MACOSX, its files' resource forks. A
+# lesson's checkpoints unzipped into the folder listed it as a checkpoint that cannot be read, with a note. One that
+# holds a manifest is a checkpoint saved under that name, and listed.
+ARCHIVERS_FOLDERS = ("__MACOSX",)
+
+
 def _names_and_inodes(directory: Path) -> dict[str, int | None]:
     """{name: its inode} of the folder's entries that may be checkpoints (None: gone before it was looked at); a
-    rename changes it. The lock file and a save's temporary folder, which come and go with every save, are not."""
+    rename changes it. The lock file and a save's temporary folder, which come and go with every save, are not, nor
+    an archiver's folder (ARCHIVERS_FOLDERS)."""
     found = {}
     for entry in os.listdir(directory):
-        if not NAME.match(entry):
+        if not NAME.match(entry) or _archivers(directory / entry):
             continue
         try:
             found[entry] = os.lstat(directory / entry).st_ino
@@ -59,7 +66,7 @@ def _rows(directory: Path, entries: list[str]) -> list[CheckpointInfo]:
     for entry in entries:
         path = directory / entry
         try:
-            if not NAME.match(entry) or not path.is_dir():
+            if not NAME.match(entry) or not path.is_dir() or _archivers(path):
                 continue  # temporary directories start with '.'; plain files are not checkpoints
         except OSError:
             continue
@@ -68,6 +75,15 @@ def _rows(directory: Path, entries: list[str]) -> list[CheckpointInfo]:
             continue  # removed (or rotated away) by another session's save since the folder was read: gone, not broken
         rows.append(row)
     return rows
+
+
+def _archivers(path: Path) -> bool:
+    """Whether `path` is a folder an archiver added (ARCHIVERS_FOLDERS) rather than a checkpoint: it holds no
+    manifest."""
+    try:
+        return path.name in ARCHIVERS_FOLDERS and not os.path.lexists(path / MANIFEST)
+    except (OSError, ValueError):
+        return False
 
 
 def misnamed(directory) -> list[str]:

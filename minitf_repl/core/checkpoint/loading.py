@@ -10,6 +10,7 @@ device. `build_model`, `restore_trainer` and `restore_rng` then apply it; `resto
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import re
@@ -550,6 +551,45 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
     return data
 
 
+def data_found_elsewhere(checkpoint: Checkpoint) -> tuple[Path, bool | None] | None:
+    """Where the file a checkpoint's data names is not there: a file of its name in the current folder, in the folder
+    of checkpoints that holds it, or in the folder above that, as (its absolute path, whether it holds the text the
+    model trained on). A lesson handed out with its text beside it named the teacher's absolute path, which no
+    student can put a file back at: "put the file back" was said of the file in front of them.
+
+    True: the text's SHA-256 is the manifest's data_sha256; None: the manifest keeps no digest (an older minitf's), so
+    whether it is the same text is the user's to say; False: each such file holds another text. None where the saved
+    path names a file, or is no file's (built-in data, a Hugging Face folder), or no file of its name is there."""
+    from ..data import CORPORA, TASKS, load_data
+    from ..hf import PREFIX
+
+    spec = checkpoint.data_spec
+    if spec.startswith(PREFIX) or not _is_gone(spec, CORPORA + TASKS) or not Path(spec).name:
+        return None
+    saved, seen, other = checkpoint.meta.get("data_sha256"), set(), None
+    try:
+        folders = [Path.cwd(), Path(checkpoint.path).absolute().parent, Path(checkpoint.path).absolute().parent.parent]
+    except OSError:  # the current folder deleted under this process
+        folders = [Path(checkpoint.path).absolute().parent, Path(checkpoint.path).absolute().parent.parent]
+    for folder in folders:
+        candidate = folder / Path(spec).name
+        try:
+            if not candidate.is_file() or candidate.resolve() in seen:  # is_file: never a FIFO, whose read would block
+                continue
+            seen.add(candidate.resolve())
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if saved is None:
+            return candidate, None
+        try:
+            if load_data(str(candidate)).digest == saved:
+                return candidate, True
+        except UserError:  # not text, unreadable: not the file it trained on
+            continue
+        other = other or candidate
+    return (other, False) if other is not None else None
+
+
 def _is_absolute(spec: str) -> bool:
     """Whether the file path `spec` names the same file from any folder (~ included)."""
     try:
@@ -581,6 +621,8 @@ def load_model(name: str, directory=None, device="cpu"):
         _check_python_name(name, directory)
         _check_folder_exists(Path(folder).expanduser(), name)
     checkpoint = load_checkpoint(folder, name)
+    if (found := data_found_elsewhere(checkpoint)) is not None and found[1]:  # the same text, beside it: its data
+        checkpoint = dataclasses.replace(checkpoint, data_spec=str(found[0]))
     if gated_by_one(checkpoint.meta, checkpoint.model_config):  # the shell's :load says it; a script heard nothing
         import shlex
         import warnings
