@@ -39,7 +39,7 @@ class ShapesResult:
     records: list[TraceRecord]  # one per module and probe, in execution order
     n_layers: int  # blocks in the model
     layer: int | None  # the block shown in full; None when show_all
-    show_all: bool
+    show_all: bool  # all=on: every block shown in full (layer is None)
     # What the letters of the formulas stand for: {symbol: (size, meaning)} (MiniTransformerLM.symbols),
     # the legend above the steps; not part of the --json output.
     symbols: dict = field(default_factory=dict, metadata={"view_only": True})
@@ -281,7 +281,7 @@ class KVCacheSize(TypedDict):
 
     bytes_per_token: int  # K and V of every layer for one token, float32
     kv_heads: int  # key/value heads kept per layer (fewer than n_heads with grouped or multi-query attention)
-    n_heads: int
+    n_heads: int  # query heads per layer: mha_bytes_per_token keeps one key/value head for each
     window_bytes: int  # the cache for a full window of max_seq_len tokens
     window: int  # max_seq_len
     mha_bytes_per_token: int  # what the cache would take with one key/value head per query head
@@ -294,7 +294,7 @@ class KVCacheSize(TypedDict):
 @dataclass
 class ParamsResult:
     rows: list[tuple[str, tuple[int, ...], int]]  # [parameter path, shape, count]; the tied embedding/head matrix once
-    total: int
+    total: int  # every parameter of the model, the tied matrix once (the rows' counts summed)
     # core.ledger.Ledger.to_dict(): components, FLOPs, memory; shown unless show_all
     ledger: dict | None = field(default=None, metadata={"json": "Ledger | None"})
     show_all: bool = False  # all=on: the per-tensor list instead of the ledger

@@ -78,6 +78,7 @@ class GradResult:
     head: float  # |dL/dW_U| from the head's use (tied: W_E's share as the head)
     embedding: float  # |dL/dW_E| from the input's use (the rows of the tokens read)
     check: GradientCheck | None  # backprop against the measured slope (None: check_skipped says why)
+    # why the gradient check did not run (more parameters than core.backprop.CHECK_LIMIT); None: it ran
     check_skipped: str | None = None
     optimizer: str | None = None  # whose one step on this gradient the parts' step is ("adamw", "muon"); None: none
     step_lr: float | None = None  # the rate of that step (the peak lr)
@@ -87,8 +88,8 @@ class GradResult:
     step_aux: float | None = None
     show_all: bool = False  # all=on: every parameter tensor instead of the parts
     dropped: int = 0  # tokens cut from the front of a text longer than max_seq_len + 1
-    unit: str = "character"
-    untrained: bool = False
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    untrained: bool = False  # no training here nor weights from elsewhere: the gradients are random weights'
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     # the norms' eps outweighs the stream's spread (as :resid measures it): s is about sqrt(eps) at every position
     eps_rules: bool = field(default=False, metadata={"view_only": True})
@@ -314,7 +315,7 @@ def _parameters(result: GradResult, console: Console) -> None:
 class MuonResult:
     data: str  # the data the batch came from
     step: MuonStep  # the gradient, the momentum, Newton-Schulz step by step, the update
-    untrained: bool = False
+    untrained: bool = False  # no training here nor weights from elsewhere: the gradient is a fresh model's
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the gradient is that model's
     # the session's own lr where it trains with another optimizer: the step is at the lr Muon would train at
     session_lr: float | None = field(default=None, metadata={"view_only": True})

@@ -44,21 +44,23 @@ STEPS = 100  # the training checks' default length: the default model passes bot
 
 @dataclass
 class ChecksResult:
+    # the session's data as results name it: a task with its size (sort:4), random tokens by spec, else its name
     data: str
     unit: str  # what one token is: character, token
-    vocab_size: int
+    vocab_size: int  # V: tokens in the vocabulary (a uniform guess scores ln V)
     model_step: int  # the session model's training step (causal, rows and gradient read it as it is)
     asked: list[str]  # the checks asked for, in the order they run
-    batch: BatchCheck | None = None
-    init: InitCheck | None = None
-    causal: CausalCheck | None = None
-    rows: RowsCheck | None = None
-    gradient: GradientCheck | None = None
-    blind: BlindCheck | None = None
-    overfit: OverfitCheck | None = None
+    batch: BatchCheck | None = None  # the batch check (None: not asked, or a stop came first)
+    init: InitCheck | None = None  # the init check (None: not asked, skipped, or a stop came first)
+    causal: CausalCheck | None = None  # the causal check (None: not asked, or a stop came first)
+    rows: RowsCheck | None = None  # the rows check (None: not asked, or a stop came first)
+    gradient: GradientCheck | None = None  # the gradient check (None: not asked, skipped, or a stop came first)
+    blind: BlindCheck | None = None  # the blind check (None: not asked, skipped, diverged, or a stop came first)
+    overfit: OverfitCheck | None = None  # the overfit check (None: not asked, skipped, diverged, or a stop came first)
     skipped: list[Skipped] = field(default_factory=list)  # checks not run here, and why
     diverged: dict[str, str] = field(default_factory=dict)  # training checks whose run diverged (failed), and how
-    passed: list[str] = field(default_factory=list)
+    passed: list[str] = field(default_factory=list)  # the checks that passed, in the order they ran
+    # the checks that failed, the diverged ones included, in the order they ran
     failed: list[str] = field(default_factory=list)
     stopped: str | None = None  # the check a stop request (Ctrl-C) ended; the ones after it did not run
     seconds: dict = field(default_factory=dict)  # each check's wall time

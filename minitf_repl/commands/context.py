@@ -60,11 +60,13 @@ class ContextRow:
 
 @dataclass
 class ContextResult:
+    # the session's data as results name it: a task with its size (sort:4), random tokens by spec, else its name
     data: str
     unit: str  # what one token is: character, token
-    vocab_size: int
+    vocab_size: int  # V: tokens in the vocabulary (chance is ln V)
     chance: float  # ln V: the loss of a uniform guess
     seed: int  # the windows' seed
+    # the loss at every position over the windows scored, and the counter's beside it (core.context)
     curve: PositionLosses
     rows: list[ContextRow]  # positions 0, 1, 2, 3, 7, 15, ... and the last (every one up to 16), where counted
     model_step: int  # the model's training step

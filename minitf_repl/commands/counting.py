@@ -76,18 +76,20 @@ class NgramRow:
 
 @dataclass
 class NgramResult:
+    # the session's data as results name it: a task with its size (sort:4), random tokens by spec, else its name
     data: str
     unit: str  # what one token is: character, token
-    vocab_size: int
+    vocab_size: int  # V: tokens in the vocabulary (the uniform guess scores ln V)
     train_tokens: int  # tokens counted
     train_total: int  # tokens in the train split: more than counted for a text past core.ngram.COUNTED
     val_positions: int  # next-token positions scored
     val_total: int  # next-token positions in the val split: more than scored for a text past core.ngram.VAL_SCORED
     generated: bool  # the data is made on the fly (a task, random tokens): counted on batches of it, from seed 0
-    rows: list[NgramRow]
+    rows: list[NgramRow]  # one per counter: n = 0 (the uniform guess), then 1 to the n asked
     prompt: str | None  # what the samples follow
     model_step: int  # the model's training step
     model_val: float  # the model's val loss now, on the batches :train evaluates
+    # model_val in bits per character of the validation text (a corpus only; None otherwise)
     model_bits_per_char: float | None
     model_reads: int  # how far back the model can read: max_seq_len, or a task's shorter row
     model_causal: bool  # False: the model reads the token it predicts, so its loss is no language model's

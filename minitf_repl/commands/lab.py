@@ -678,7 +678,7 @@ class ExpertsResult:
     load: list[list[float]]  # per layer, per expert: share of the routing choices on a validation batch (rows sum to 1)
     tokens: list[list[int]]  # per layer, per expert: routing choices
     aux_loss: float | None  # the load-balancing loss on that batch (1.0 = perfectly even)
-    experts_per_token: int
+    experts_per_token: int  # k: the experts each token is routed to (the experts_per_token setting)
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the routing is that model's
     skipped: list[int] = field(default_factory=list)  # MoE blocks :ablate skips: their routing changes nothing now
     untrained: bool = False  # the model has not trained a step: the router routes by its initial random weights
@@ -791,6 +791,7 @@ class AblateResult:
     val_loss_before: float | None  # validation loss without any ablation
     val_loss_after: float | None  # with the ablations now active
     sample: str  # a short greedy continuation of `prompt` with the ablations on
+    # what `sample` continues: a task's held-out question, else the first 8 characters of the data's sample prompt
     prompt: str
     untrained: bool = False  # the model has not trained a step: its parts have learned nothing to switch off
     put_back: list[str] = field(default_factory=list)  # `:ablate off`: the parts it switched back on

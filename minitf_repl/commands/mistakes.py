@@ -37,6 +37,7 @@ MOST = 10_000  # n at most: 10,000 of sort's questions or pydoc's windows take 1
 
 @dataclass
 class MistakesResult:
+    # the session's data as results name it: a task with its size (sort:4), random tokens by spec, else its name
     data: str
     seed: int  # the questions' or windows' seed
     task: TaskMistakes | None  # on a task

@@ -53,8 +53,8 @@ def _next_seed(seed: int) -> int:
 
 @dataclass
 class LrfindResult:
-    test: LrRange
-    data: str
+    test: LrRange  # the range test: each step's rate and loss, the smoothed curve, the rates read off it
+    data: str  # the data's name (a task's without its size: sort)
     lr: float  # the session's peak rate
     seed: int  # the fresh model's and the batches' seed
     # random tokens: no rate makes the loss fall under ln V, so the curve's marks are noise (the renderer says so)

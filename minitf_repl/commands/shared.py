@@ -32,10 +32,11 @@ class Dropped:
     """An autosave the rotation deleted: its name, step, last val loss on its data and mask (None: not read, or
     never evaluated) and its data."""
 
-    name: str
-    step: int | None
+    name: str  # the checkpoint deleted: the oldest autosave, e.g. autosave-3
+    step: int | None  # its training step (None: its manifest could not be read)
+    # its last val loss on its own data and mask, in nats per token (None: never evaluated so, or not read)
     val_loss: float | None
-    data_spec: str | None = None
+    data_spec: str | None = None  # the data it trained on, as its manifest names it (None: not read)
     # its model's vocabulary and mask, whether its loss compares with a run's (a loss per token compares only under
     # the same tokenizer; a causal=off loss is no language model's): for the summary's words
     vocab_size: int | None = field(default=None, metadata={"view_only": True})
@@ -48,11 +49,11 @@ class Dropped:
 class SaveResult:
     """What a save wrote (`:save`'s result; commands.checkpoints renders it)."""
 
-    name: str
+    name: str  # the checkpoint's name in the checkpoint folder
     path: str  # the checkpoint's directory
-    step: int
+    step: int  # the training step of the model saved
     size_bytes: int  # the manifest and both data files
-    seconds: float
+    seconds: float  # the save's wall time, in seconds (0.0 on a torchrun rank that writes nothing)
     replaced: bool  # a checkpoint of that name existed and was replaced
     architecture: str | None = None  # hf:PATH: the Hugging Face model_type written (gpt2, llama); None: a checkpoint
     # parts switched off by :ablate now: hooks, not weights, so what was written is the whole model without them

@@ -52,7 +52,7 @@ CURVE_ROWS = 200  # the most history rows a result carries for its chart
 @dataclass
 class PlotLevel:
     n: int  # a counting model's order (:ngram): the next token from the n - 1 before it
-    val_loss: float
+    val_loss: float  # its val loss on this data (:ngram's), in nats per token
 
 
 @dataclass
@@ -1113,14 +1113,17 @@ class PlotSeries:
     # "train" and "val" (loss), "lr", "grad_norm"; a layer (lens_rank: "embed", "blocks.0"), "block 0" (block_grad),
     # "first copy" and "repeat" (copying), "head 0.1" (induction), "positions 2-3" (context)
     name: str
-    steps: list[int]
+    steps: list[int]  # the training step of each point (a watched view's: the step its frame was made at)
+    # each point's value: a loss in nats per token (loss, copying, context), the rate (lr), the gradient's norm before
+    # clipping (grad_norm), the true next token's rank, 1 the likeliest (lens_rank), the block's |dL/dW|, attention's
+    # and the FFN's together (block_grad), the head's induction score (induction)
     values: list[float]
 
 
 @dataclass
 class PlotResult:
     what: str  # loss | lr | grad_norm | lens_rank | block_grad | copying | induction | context
-    series: list[PlotSeries]
+    series: list[PlotSeries]  # the curves, each named with its points (loss: train, then val)
     vocab_size: int | None = None  # for the ln(V) line of a loss chart
     # the loss chart's counting models after :ngram on this data: the bigram and the best (the lowest val loss)
     counters: list[PlotLevel] = field(default_factory=list)

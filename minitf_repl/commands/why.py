@@ -85,8 +85,8 @@ def wide_start(tokens: list[str]) -> bool:
 class PatchResult:
     clean: str  # the prompt whose answer is patched back
     corrupt: str  # the prompt it is patched into (the same length in tokens)
-    clean_tokens: list[str]
-    corrupt_tokens: list[str]
+    clean_tokens: list[str]  # the clean prompt, one token per position (a BPE's lone byte as its escape, \xe2)
+    corrupt_tokens: list[str]  # the corrupted prompt, likewise
     answer: str  # the clean answer: target=, the task's answer, or the clean run's likeliest next token
     foil: str  # the corrupted run's likeliest next token (the clean runner-up when the two agree)
     clean_diff: float  # z[answer] - z[foil] at the last position of the clean prompt
@@ -411,7 +411,7 @@ class AttribPart:
 
 @dataclass
 class AttribResult:
-    prompt: str
+    prompt: str  # the text read (its last max_seq_len tokens): the target's logit is split at its last position
     target: str  # the token whose logit is split
     logit: float  # the model's logit for it at the last position
     offset: float  # what the final norm, frozen at this input's scale, adds on its own (its bias through W_U)
@@ -522,8 +522,8 @@ HEAD_ROWS = 48  # with more heads than this (and no layer=), only the named ones
 
 @dataclass
 class HeadRow:
-    layer: int
-    head: int
+    layer: int  # the block
+    head: int  # the head in it
     previous: float  # attention on key i - 1, averaged over the queries
     current: float  # attention on key i itself
     first: float  # attention on key 0
@@ -551,7 +551,7 @@ class HeadsResult:
     second_copy: float | None  # the mean loss on the repeat's tokens (after the first)
     chance: float  # ln(vocab_size): a uniform guess's loss
     reading: str  # one line: what the numbers say
-    untrained: bool = False
+    untrained: bool = False  # no training here nor weights from elsewhere: every score is random weights'
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     copy_gain_se: float | None = None  # the standard error of first_copy - second_copy, token by token
     # the data it trained on, where that is random tokens ("random" or "repeat"): why a first copy costs more than

@@ -105,13 +105,13 @@ QKV_ROWS = 16  # at most this many keys are listed one per row; the weakest othe
 class QkvResult:
     prompt: str  # the text read (its last max_seq_len tokens)
     tokens: list[str]  # what each position reads
-    layer: int
+    layer: int  # the block whose attention is worked out (default 0)
     head: int  # the query head
     kv_head: int  # the key/value head it reads (itself; under GQA/MQA the one its group shares)
-    n_heads: int
-    n_kv_heads: int
+    n_heads: int  # query heads per attention layer
+    n_kv_heads: int  # key/value heads per attention layer (n_heads; fewer under GQA, 1 under MQA)
     at: int  # the query position i
-    d_model: int
+    d_model: int  # d: the residual stream's width, and Concat(heads)'s (n_heads x d_k)
     q: list[float]  # q_i as the scores see it (after qk_norm and RoPE where the model has them)
     keys: list[list[float]]  # k_j for every position j, d_k numbers each
     values: list[list[float]]  # v_j for every position j
@@ -125,7 +125,7 @@ class QkvResult:
     fused_out_diff: float  # max |o_i - F.scaled_dot_product_attention's row| on the same q, k, v
     turned: list[str]  # what q and k went through before the scores: qk_norm, rope (empty for the seed)
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
-    unit: str = "character"
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
     untrained: bool = False  # the model has not trained a step: its patterns are near uniform
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     causal: bool = True  # the model's causal mask is on; off (causal=off), M = 0 and the future is read too
@@ -290,11 +290,11 @@ def _skipped(result: QkvResult, keys: range) -> list:
 @dataclass
 class RopeResult:
     prompt: str  # the text read (its last max_seq_len tokens)
-    tokens: list[str]
+    tokens: list[str]  # the text read, one token per position (a BPE's lone byte as its escape, \xe2)
     rope: RopeWorked  # the rotation redone at the query, key by key and pair by pair
-    dropped: int = 0
-    unit: str = "character"
-    untrained: bool = False
+    dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    untrained: bool = False  # no training here nor weights from elsewhere: its q and k are random
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     causal: bool = True  # the causal mask is on; off, the query also reads the keys after it (not listed here)
 
@@ -397,13 +397,13 @@ def render_rope(result: RopeResult, console: Console) -> None:
 @dataclass
 class ResidResult:
     prompt: str  # the text read (its last max_seq_len tokens)
-    tokens: list[str]
+    tokens: list[str]  # the text read, one token per position (a BPE's lone byte as its escape, \xe2)
     at: int  # the position shown
     placement: str  # "pre" (h + f(LN(h))) or "post" (LN(h + f(h)))
     norm_label: str  # "LN" or "RMSNorm"
     norm_scale: str  # what the norms divide by: "std" (LN), "rms" (RMSNorm)
     residual: bool  # each sublayer adds to the stream (off: its output replaces the stream)
-    d_model: int
+    d_model: int  # d: the stream's width, the features at each position
     token: float  # |x|: the token's embedding row
     position: float | None  # |p|: the position table's row (None: rope or no positions)
     embed: float  # |h_0| = |x + p|
@@ -412,8 +412,8 @@ class ResidResult:
     writes: list[StreamWrite]  # per block, attention then FFN: the stream before, the norm's reading, the write
     final: NormRead | None  # the final norm before the output head (None for post-LN)
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
-    unit: str = "character"
-    untrained: bool = False
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    untrained: bool = False  # no training here nor weights from elsewhere: every write is random weights'
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     norm_gain: bool = True  # the norms learn a gain g (norm_gain=off: none, and |x̂| = sqrt(d) is what they hand on)
     tied: bool = True  # the output head is W_E (tie_embeddings; off: W_U is a matrix of its own)
@@ -580,10 +580,11 @@ def eps_share(reads: list, d_model: int, centres: bool) -> float | None:
 @dataclass
 class LnResult:
     prompt: str  # the text read (its last max_seq_len tokens)
-    tokens: list[str]
+    tokens: list[str]  # the text read, one token per position (a BPE's lone byte as its escape, \xe2)
     norm: NormWorked  # the norm at the position, step by step, and every position through it
-    dropped: int = 0
-    unit: str = "character"
+    dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    # no training here nor weights from elsewhere: gains 1 and biases 0 as initialised, the stream it reads random
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
@@ -728,16 +729,18 @@ class FfnUnit:
     h: float  # its activation u_n (the views write u: h is the residual stream; the key keeps its name)
     write: float  # |u_n v_n|
     promotes: list[str] | None  # the tokens whose logit its write raises most (None: post-norm); a lone byte as \\xe2
+    # the logit change its write makes to each of `promotes`, in order (> 0; read through the final norm frozen at this
+    # input); None where promotes is None
     promote_by: list[float] | None
     demotes: list[str] | None  # the tokens whose logit it lowers most
-    demote_by: list[float] | None
+    demote_by: list[float] | None  # the logit change to each of `demotes`, in order (< 0); None where demotes is
 
 
 @dataclass
 class FfnResult:
     prompt: str  # the text read (its last max_seq_len tokens)
-    tokens: list[str]
-    layer: int
+    tokens: list[str]  # the text read, one token per position (a BPE's lone byte as its escape, \xe2)
+    layer: int  # the block whose feed-forward part is shown (default 0)
     at: int  # the position shown
     hidden: str  # the formula of the hidden layer u, as the part states it
     pre_name: str  # the formula of the pre-activation: "xW_1 + b_1" (SwiGLU: its gate's, "xW_g")
@@ -752,9 +755,9 @@ class FfnResult:
     out_diff: float  # max |sum_n u_n v_n + b - the block's FFN output|
     out_bias: bool  # the output matrix has a bias b (False: bias=off, FFN(x) = sum_n u_n v_n)
     no_tokens: str | None = None  # why no unit's tokens are shown (post-norm, residual=off); None: they are
-    dropped: int = 0
-    unit: str = "character"
-    untrained: bool = False
+    dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    untrained: bool = False  # no training here nor weights from elsewhere: its units are random
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
@@ -900,17 +903,17 @@ class KvStep:
 @dataclass
 class KvResult:
     prompt: str  # the prompt read (its last max_seq_len tokens)
-    steps: list[KvStep]
-    max_seq_len: int
-    n_layers: int
-    n_kv_heads: int
-    head_dim: int
+    steps: list[KvStep]  # one row per decoding step, in order (fewer than `asked` where a Ctrl-C stopped it)
+    max_seq_len: int  # the model's window: past it the cached loop refills its cache from the last max_seq_len tokens
+    n_layers: int  # blocks, each with its own K and V in the cache
+    n_kv_heads: int  # key/value heads per layer that the cache keeps (n_heads; fewer under GQA, 1 under MQA)
+    head_dim: int  # d_k: the numbers of one head's key or value (d_model / n_heads)
     cache_bytes_per_token: int  # K and V of every layer for one position
     cached_seconds: float  # the cached loop's wall time, measured in this run
-    naive_seconds: float
-    dropped: int = 0
-    unit: str = "character"
-    untrained: bool = False
+    naive_seconds: float  # the naive loop's wall time, in seconds, measured in this run
+    dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    untrained: bool = False  # no training here nor weights from elsewhere: the greedy picks are random weights'
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     int8: bool = False  # decoded with the int8 copy that :gen samples from (:quantize int8)
     causal: bool = True  # the causal mask is on; off, the cache is not exact and the two loops disagree

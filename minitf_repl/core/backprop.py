@@ -46,7 +46,7 @@ _PART_NAMES = {"attn": "attention", "ffn": "FFN", "ln_1": "norms", "ln_2": "norm
 class StreamGradient:
     """The gradient passing one sublayer on its way down the stream; every size is over the whole text (T x d)."""
 
-    block: int
+    block: int  # the block the sublayer is in (0: the first); the rows run from the last block down
     part: str  # "attn" or "ffn"
     arrives: float  # |g'| = |dL/dh'|: the gradient at the stream the sublayer wrote
     skip: float  # |g_s|: what the residual add hands straight down (pre-norm: g' itself; post-norm: J_LN^T g';
@@ -79,7 +79,7 @@ class GradientCheck:
     model's loss near 0 has a slope near 3e-8, where float32's g.u was 4% off, and the check called the backward
     wrong."""
 
-    epsilon: float
+    epsilon: float  # eps: how far the weights are nudged each way along u (CHECK_EPSILON)
     backprop: float  # g.u: the gradient backprop computed, in the model's own dtype (float32, as training runs it)
     measured: float  # (L(theta + eps u) - L(theta - eps u)) / 2 eps, in float64
     params: int  # the weights nudged (all of them)

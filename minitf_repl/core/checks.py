@@ -78,13 +78,13 @@ TRAINING_LIMIT = 30_000_000  # parameters above which init, blind and overfit (f
 
 @dataclass
 class BatchCheck:
-    rows: int
+    rows: int  # rows read: the first ROWS (4) of a training batch from seed 0, all of a smaller one
     positions: int  # T: the window
     counted: int  # targets the loss counts (y >= 0; a task counts its answers only)
     mismatched: int  # counted targets, the last position's aside, that are not the next input: y[t] != x[t + 1]
     x: list[str]  # the first row's inputs (its first SHOWN tokens), each token as the views show it
     y: list[str | None]  # its targets (None: not counted)
-    passed: bool
+    passed: bool  # at least one target is counted, and every counted one (the last position's aside) is the next input
     batch_size: int = 0  # the rows of a training batch: these `rows` are a sample of one (the first few, from seed 0)
 
 
@@ -93,10 +93,13 @@ class InitCheck:
     loss: float  # a fresh model's val loss
     uniform: float  # ln V: a uniform guess's loss
     logit_std: float  # the spread of the fresh model's logits (0 would be exactly uniform)
+    # |loss - expected| <= INIT_TOLERANCE x ln V (5%), and where the session's model is scored (model_passed), its loss
+    # is at most that far above its own reference
     passed: bool
     # what a fresh model favours, if anything: the share of positions whose likeliest next token is the token
     # read there, and that token's mean probability (1/V when nothing is favoured)
     reads_own: float = 0.0
+    # the fresh model's probability that the next token is the token read, averaged over a val batch's positions
     own_p: float = 0.0
     # the loss a fresh model of this kind should start at: ln V, less what a tied head's favour for the token read
     # earns where the text repeats it (the check's reference; equal to uniform for an untied head)
@@ -125,11 +128,13 @@ class CausalCheck:
     earlier_unread: int  # pairs (t, s <= t) with an exactly zero gradient (0 in a model that reads its past)
     weakest_earlier: float  # the smallest |dz_t / dh_s| over s <= t
     map: list[list[float]]  # |dz_t / dh_s| for t, s < MAP, each row divided by its largest
+    # every |dz_t / dh_s| with s > t is exactly 0, and at least one gradient is not (a model that reads nothing fails)
     passed: bool
     tokens: list[str] = field(default_factory=list)  # the row's first MAP tokens, decoded (the map's labels)
     # how far back the logits read: the fewest nearest positions (itself included) that hold half, and nine
     # tenths, of sum_s |dz_t / dh_s|, averaged over the window's second half (positions with a long past)
     reach_half: float = 0.0
+    # the same for nine tenths; NaN (null) where no row of the window's second half reads any position
     reach_most: float = 0.0
 
     @property
@@ -141,15 +146,15 @@ class CausalCheck:
 
 @dataclass
 class RowsCheck:
-    rows: int
+    rows: int  # rows of the val batch read (ROWS, 4, from seed 0)
     other_largest: float  # the largest |dz_(row 0) / dh| over the other rows (0.0 exactly when independent)
     own_size: float  # |dz_(row 0) / dh_(row 0)|: row 0 does read itself
-    passed: bool
+    passed: bool  # other_largest is exactly 0.0: no row reads another
 
 
 @dataclass
 class BlindCheck:
-    steps: int
+    steps: int  # training steps of each of the two runs
     real_loss: float  # val loss after `steps` steps on the real inputs
     blind_loss: float  # the same model, settings and batches, every input token replaced by id 0
     unigram_loss: float  # the counter of how often each token comes (core.ngram, n = 1) on val
@@ -169,13 +174,14 @@ class BlindCheck:
 
 @dataclass
 class OverfitCheck:
-    steps: int
-    rows: int
+    steps: int  # training steps on the one batch
+    rows: int  # rows of the one batch (OVERFIT_ROWS, 2): a training batch from seed 0
     tokens: int  # the predictions the batch counts
-    first_loss: float
+    first_loss: float  # the training loss at the first step (nats per token; about ln V)
     final_loss: float  # on the batch, eval mode (dropout off, no experts' balancing term)
     target: float  # OVERFIT_TARGET x ln V
     curve: list[float]  # the training loss at each step
+    # final_loss <= target, or every row written again: each row's recitable tokens (one or more) recited as they stand
     passed: bool
     # learned by heart, literally: given the first row up to its first counted target (text: its first token; a
     # task: its question), greedy decoding writes the rest of the row again, and the token after it (its last target)
@@ -186,8 +192,8 @@ class OverfitCheck:
 
 @dataclass
 class Skipped:
-    name: str
-    why: str
+    name: str  # the check: batch, init, rows, causal, gradient, blind or overfit
+    why: str  # why it did not run here, in words (a model too large for it, too short a validation text)
 
 
 @dataclass

@@ -51,14 +51,14 @@ class Contender:
 class Evaluation:
     """One contender's validation loss at one step: the mean over seeds and its spread."""
 
-    label: str
-    step: int
-    val_loss: float
+    label: str  # the contender's label (its Outcome's)
+    step: int  # the training step evaluated at: every eval_every steps, and the last
+    val_loss: float  # the mean over seeds of the val loss, in nats per token
     spread: float | None  # sample standard deviation over seeds (None with one seed)
     accuracy: float | None = None  # mean task accuracy, for tasks
     # val_loss in bits per character of the val text (text data): what compares across tokenizers
     bpc: float | None = None
-    bpc_spread: float | None = None
+    bpc_spread: float | None = None  # the sample standard deviation of bpc over seeds (None with one seed, or no bpc)
     # each seed's val loss, in the comparison's order of seeds: every contender trains from the same seeds, so two
     # contenders' gaps seed by seed cancel the noise they share
     losses: list[float] = field(default_factory=list)
@@ -69,9 +69,9 @@ class Evaluation:
 class Outcome:
     """A contender at the end: its curve, its speed and its size."""
 
-    label: str
-    n_params: int
-    curve: list[Evaluation] = field(default_factory=list)
+    label: str  # what the user typed for it (Contender.label), e.g. "norm=rmsnorm"
+    n_params: int  # its model's parameters, a tied matrix once
+    curve: list[Evaluation] = field(default_factory=list)  # its evaluations, in step order (none after it diverged)
     tokens_per_second: float | None = None  # mean over seeds, evaluation excluded; None: no step was timed
     # wall time of all its seeds together; after a stop, to the last evaluation every contender reached (each had
     # trained on past it by a different number of steps when the stop came)
@@ -84,6 +84,7 @@ class Outcome:
     # at the end, the val loss by position in the window (core.context) in bands of positions doubling in width,
     # the same edges for every contender (a shorter window has fewer bands), mean over seeds; empty if stopped
     bands: list[str] = field(default_factory=list)
+    # each band's val loss in nats per token, mean over seeds (NaN, null, where the band counts no position)
     band_losses: list[float] = field(default_factory=list)
     # where one of its runs diverged (a loss or gradient not finite, e.g. "step 3: loss inf"): it stopped there, and
     # the others went on; a learning-rate sweep is where one is expected to

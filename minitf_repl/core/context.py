@@ -69,7 +69,7 @@ class PositionLosses:
     mean: float  # the mean loss over every counted position of every window, of the trained window's positions
     counter_order: int | None  # n of the counter scored on the same windows (None: none asked)
     counter: list[float] | None  # its loss at each position, where the model's is counted
-    counter_smoothed: list[float] | None
+    counter_smoothed: list[float] | None  # the counter's loss smoothed as `smoothed` is (None: no counter)
     # the first position whose smoothed loss is half of the way from L_0 to the last quarter's (None: no fall past
     # the noise)
     half_at: int | None
@@ -80,7 +80,7 @@ class PositionLosses:
     # windows longer than it (a copy of the model reading further, `longer_copy`): per window, the mean loss past the
     # trained window minus that over its last quarter, averaged (> 0: worse past it), and its standard error
     past_gain: float | None = None
-    past_error: float | None = None
+    past_error: float | None = None  # past_gain's standard error over the windows (None where past_gain is)
     every: bool = False  # the windows are every one of the validation text, each once (there are no more to score)
 
     @property

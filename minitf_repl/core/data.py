@@ -178,15 +178,16 @@ class CharTokenizer:
 class DataInfo:
     """What `:data` shows about the current dataset."""
 
-    name: str
+    name: str  # the data's name: a corpus's or a file's, a task's without its size (sort, not sort:4), random, repeat
     kind: str  # corpus | task | vocabulary (a checkpoint's vocabulary alone: its data is not available)
-    description: str
+    description: str  # what the data is, in a line
     # characters in the corpus, or per example for a task; None: not known (a vocabulary alone) or none to count
     # (random and repeat tokens have no examples)
     chars: int | None
-    vocab_size: int
+    vocab_size: int  # V: tokens in its tokenizer's vocabulary
+    # tokens in a corpus's train split; None: not a corpus (a task, random or repeat tokens, a vocabulary alone)
     train_tokens: int | None
-    val_tokens: int | None
+    val_tokens: int | None  # tokens in a corpus's validation split; None as for train_tokens
     unit: str = "character"  # what one token is: a character, or a subword token of a BPE (the tokenizer's unit)
     tokenizer: str = ""  # the tokenizer that reads it, in words: "characters, 65 tokens", "byte-level BPE, 512 tokens"
     # a task's questions, all that can be asked; None: not a task, or one of more than 10,000 (held_out_count)

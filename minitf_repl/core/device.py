@@ -103,10 +103,11 @@ def resolve_device(name: str = "auto") -> torch.device:
 class DeviceInfo:
     name: str  # what `resolve_device` accepts: "cpu", "cuda:0", "mps"
     kind: str  # cpu | cuda | mps
+    # the device in words: a CPU's model and cores, a GPU's name; "unusable: ..." where it cannot be used
     description: str
     memory_bytes: int | None  # total memory, None where it cannot be read
     bf16: bool  # bfloat16 math runs natively (not emulated)
-    available: bool
+    available: bool  # it can be used here (False: a GPU the driver lists that fails to open; description says why)
 
 
 def cpu_has_bf16_units() -> bool:

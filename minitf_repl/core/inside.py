@@ -243,7 +243,7 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
 class RopeKey:
     """One key position j the query reads: its score with RoPE, and without any rotation."""
 
-    j: int
+    j: int  # the key position j, 0 .. i
     dot: float  # R(i) q . R(j) k_j = q . R((j - i) theta) k_j: what the scores see (before 1/sqrt(d_k))
     unrotated: float  # q . k_j: the same vectors with no position at all
 
@@ -272,16 +272,16 @@ class RopeWorked:
     no score changes.
     """
 
-    token_ids: list[int]
-    layer: int
-    head: int
+    token_ids: list[int]  # the ids read, one per position
+    layer: int  # the block
+    head: int  # the query head
     kv_head: int  # the key head this query head reads (itself; under GQA/MQA its group's)
     at: int  # the query position i
-    head_dim: int
+    head_dim: int  # D: the features of one head's q and k, turned in D / 2 pairs
     base: float  # theta_c = base^(-2c / head_dim)
     keys: list[RopeKey]  # every key j <= i
     shown: int  # the key whose pairs are listed: the earlier key with the largest rotated score (at 0: itself)
-    pairs: list[RopePair]
+    pairs: list[RopePair]  # each pair c = 0 .. D/2 - 1, its term of the score for the key shown
     by_distance: list[float]  # q . R(-d theta) k_shown for d = 0 .. max_seq_len - 1: the same vectors at every distance
     shifts: list[int]  # how far both positions were moved for the check
     shift_diff: float  # max change of any score under those shifts (rounding)
@@ -366,7 +366,7 @@ class NormRead:
 class StreamWrite:
     """One sublayer at one position: the stream it found, what it added, what the stream became."""
 
-    block: int
+    block: int  # the block (0: the first); its attention row, then its FFN's
     part: str  # "attn" or "ffn"
     before: float  # |h| the block (or its second half) started from
     norm: NormRead  # pre-LN: the norm of the stream, the sublayer's input; post-LN: the norm of h + f(h)

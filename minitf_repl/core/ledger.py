@@ -56,9 +56,10 @@ class ParamRow:
 
 @dataclass
 class Ledger:
+    # rows per training step (the batch_size setting): what the per-step FLOPs and activation bytes count
     batch_size: int
     seq_len: int  # T
-    rows: list[ParamRow]
+    rows: list[ParamRow]  # one per component (a top-level module, or a block's child), probes and dropouts left out
     n_params: int  # sum of rows = model.num_parameters()
     # FLOPs (2 per multiply-add; matrix products only)
     linear_flops_per_token: int  # every nn.Linear: 2 * in * out
@@ -82,7 +83,7 @@ class Ledger:
     activation_bytes: int  # what the forward pass keeps for backward at batch_size x seq_len (see below)
     total_bytes: int  # the four above: a training step's memory, give or take transient buffers
     optimizer: str = "adamw"  # whose state optimizer_bytes counts
-    optimizer_label: str = "AdamW"
+    optimizer_label: str = "AdamW"  # the optimizer's name as shown: "AdamW" or "Muon"
     optimizer_state: str = STATE_WORDS["adamw"][1]  # what that state is, in words
 
     def to_dict(self) -> dict:

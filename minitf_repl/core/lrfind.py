@@ -46,10 +46,10 @@ class LrRange:
     smoothed: list[float]  # s_k
     steepest: float | None  # the rate where s falls fastest (None: it never fell)
     lowest: float  # the rate at the lowest s
-    lowest_loss: float
+    lowest_loss: float  # that lowest s, in nats per token (NaN, null: no step ran)
     blown_at: float | None  # the rate at which the loss passed BLOWN x its lowest, or went non-finite; None: never
-    low: float
-    high: float
+    low: float  # lr_0: the first step's rate (low=)
+    high: float  # lr_(steps - 1): the last step's rate (high=), run only where the test ran all its steps
     steps: int  # asked for (more than len(rates) when the test stopped early)
 
 

@@ -40,10 +40,10 @@ TOP = 10  # the share of |M|^2 in a matrix's TOP largest singular directions say
 class NewtonSchulzStep:
     """The singular values of X after one Newton-Schulz step (step 0: X_0 = u / ||u||_F)."""
 
-    step: int
-    smallest: float
-    median: float
-    largest: float
+    step: int  # k: the Newton-Schulz steps done (0: X_0 itself)
+    smallest: float  # the smallest singular value of X_k
+    median: float  # their median (torch's: the lower of the two middle ones for an even count)
+    largest: float  # the largest singular value of X_k
     polar_distance: float  # ||X - U V^T||_F / ||U V^T||_F: how far X still is from u's orthogonal factor
     polynomial_diff: float  # max |sorted s(X) - sorted p(p(...p(s(X_0))))|: NS is p on every singular value
 

@@ -93,16 +93,16 @@ class QuantizeMeasure:
     linear_layers: int  # Linear layers now int8
     n_tokens: int  # tokens generated for each timing (greedy, from the same prompt)
     tokens_per_second_before: float  # median of the repeats
-    tokens_per_second_after: float
+    tokens_per_second_after: float  # the int8 copy's, likewise
     # of n_tokens, how many the int8 copy picked exactly as the float model did before the first it picked otherwise
     # (after it the two continue different texts, and a later token alike at the same place is chance)
     same_tokens: int
     val_loss_before: float | None  # on the same validation batches (None: no validation data)
-    val_loss_after: float | None
+    val_loss_after: float | None  # the int8 copy's (None likewise)
     accuracy_before: float | None = None  # exact-match accuracy (tasks only)
-    accuracy_after: float | None = None
-    device: str = "cpu"
-    repeats: int = 3
+    accuracy_after: float | None = None  # the int8 copy's (tasks only)
+    device: str = "cpu"  # where both were timed and scored: always "cpu"
+    repeats: int = 3  # timings of each model, alternating, after one warm-up; the speeds are their median
     cache: bool = True  # timed with the KV cache (off: every token recomputes the prefix), as :gen samples
     # why the val loss is None (the data gives no batch), and what to do: a table's "-" alone did not say it
     val_missing: str | None = None

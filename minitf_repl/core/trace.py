@@ -25,9 +25,9 @@ _LAYER = re.compile(r"(?:^|\.)blocks\.(\d+)\.")
 class TraceRecord:
     path: str  # module path from named_modules(), e.g. "blocks.0.attn.hook_q"
     kind: str  # class name: Linear, LayerNorm, Probe, ...
-    formula: str
-    input_shapes: list[tuple[int, ...]]
-    output_shape: tuple[int, ...]
+    formula: str  # what the step computes, as its part states it ("router logits r = xW_r"); "": it states none
+    input_shapes: list[tuple[int, ...]]  # the shape of each tensor passed to the module positionally, in order
+    output_shape: tuple[int, ...]  # the shape of its output (of a tuple's first item); (): not a tensor
     dtype: str  # of the output, e.g. "float32"
     n_params: int  # parameters this module owns directly; a shared tensor counts at its first owner only
     layer: int | None  # block index, None outside the blocks

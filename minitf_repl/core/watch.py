@@ -99,13 +99,13 @@ def _nested(flat: list, shape: tuple[int, ...]) -> list:
 class LensGuess:
     layer: str  # "embed", "blocks.0", ...
     guess: str  # the likeliest next token after that layer
-    prob: float
+    prob: float  # its probability: softmax(lm_head(ln_f(h))) of the stream after that layer
     target_rank: int | None = None  # of the true next token (1: the likeliest); None when unknown
 
 
 @dataclass
 class BlockGradient:
-    block: int
+    block: int  # the block (the rows run from the last block down)
     attention: float  # |dL/dW| of the block's attention weights
     ffn: float  # |dL/dW| of its feed-forward part
     below: float  # |dL/dh| of the stream the block read: the gradient it hands down
@@ -113,8 +113,8 @@ class BlockGradient:
 
 @dataclass
 class HeadWatch:
-    layer: int
-    head: int
+    layer: int  # the block
+    head: int  # the head in it
     role: str | None  # the role the head is named for now (core.heads.name_role), or None
     score: float  # its score for that role (None role: its largest score)
     induction: float  # its induction score, whatever its role
@@ -127,6 +127,7 @@ class WatchFrame:
     step: int  # optimizer steps done when the frame was made (the first frame: before the run's first step)
     val_loss: float | None  # the evaluation it was made at (None: the frame before training)
     view: str  # attn | lens | samples | grad | heads | embed | context
+    # the text the view reads, the same at every frame; "": none (context, and heads on repeated random tokens)
     prompt: str
     tokens: list[str]  # the prompt's tokens
     layer: int | None = None  # attn: the block shown
