@@ -141,6 +141,27 @@ def test_the_docs_page_lists_every_field():
             assert f"| `{field.name}` |" in page.split(f"## `{schema.schema_id(command)}`")[1].split("\n## ")[0]
 
 
+def test_every_field_of_every_document_says_what_it_means():
+    """A field's meaning is the comment on it in its result dataclass; 187 rows of docs/json.md had none (`load`'s
+    `data_spec`, `checks`' `init.own_p`), and a script writer had to read the code to know what they held."""
+    empty = []
+
+    def walk(node, where: str) -> None:
+        if isinstance(node, dict):
+            for key, value in (node.get("properties") or {}).items():
+                if not (isinstance(value, dict) and str(value.get("description", "")).strip()):
+                    empty.append(f"{where}.{key}")
+            for key, value in node.items():
+                walk(value, where if key in ("properties", "items") else f"{where}/{key}")
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, where)
+
+    for command in schema.json_commands():
+        walk(schema.command_schema(command), schema.schema_id(command))
+    assert empty == [], "give each field a comment in its dataclass, then python -m minitf_repl.schema --write"
+
+
 def test_a_view_only_field_is_left_out_of_the_json_at_any_depth():
     """:shapes' legend and each trace record's Step are for the renderer; --json stays what the schema says."""
     s = Session(data_spec="sort:4")

@@ -194,9 +194,14 @@ def render_save(result: SaveResult, console: Console) -> None:
 # --- :load ---------------------------------------------------------------------------------------
 @dataclass
 class LoadResult:
+    # the checkpoint's name as given; a Hugging Face folder's: hf:PATH as given, or hf: and the Hugging Face cache's
+    # snapshot it was read from (a Hub model's name, a cache's models--NAME)
     name: str
-    path: str
-    step: int
+    path: str  # the folder read, an absolute path: the checkpoint's (DIR/NAME), or the Hugging Face folder
+    step: int  # the training step the loaded model is at: the step saved; 0 for a Hugging Face folder
+    # the data the session reads now: a checkpoint's as saved (a built-in name, a task spec, or a file's path as it was
+    # when saved), or the absolute path of a file of the same text found beside it where the saved path names none;
+    # hf:PATH: the session's data, kept, or hf:PATH itself where the folder's tokenizer reads no text of it
     data_spec: str
     val_loss: float | None  # the last evaluated validation loss, None if never evaluated
     model_config: dict  # the checkpoint's model settings by name
@@ -775,13 +780,15 @@ class ParityLayer:
 
 @dataclass
 class ParityResult:
+    # the Hugging Face folder compared with, an absolute path (a Hub model's name: its snapshot in the Hugging Face
+    # cache)
     path: str
     architecture: str  # the folder's model_type
-    prompt: str
-    n_tokens: int
+    prompt: str  # the text both models read (its last max_seq_len tokens); if none was given: a sample of the data
+    n_tokens: int  # tokens of the prompt, as the lab's tokenizer reads it (both models read these ids)
     max_logit_diff: float  # max |lab - transformers| over every position's logits
     tolerance: float  # the largest relative difference taken as equal (ParityLayer.max_rel_diff)
-    layers: list[ParityLayer]
+    layers: list[ParityLayer]  # one per residual stream compared: "embed", then each block in order (blocks.0, ...)
     first_diverging: str | None  # the first layer whose difference exceeds the tolerance; None: none does
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the lab's model is without them
     # the logits' difference relative as max_rel_diff's is; None: not measured (max_logit_diff bounds it)

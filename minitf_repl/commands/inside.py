@@ -167,31 +167,36 @@ def next_token_weight(weights: list[list[float]]) -> float:
 # --- :step ---------------------------------------------------------------------------------------
 @dataclass
 class StepRow:
-    id: int
-    token: str
-    logit: float
+    id: int  # the token's id
+    token: str  # the token as it reads alone (a byte of a character it does not complete as its escape, \\xe2)
+    logit: float  # z: the model's logit for it, before the temperature
     scaled: float | None  # (z - max z) / temperature; None when greedy (temperature 0)
+    # not cut by top-k: every token where top_k is off (None) or at least vocab_size; at temperature 0 the argmax alone
     top_k_kept: bool
     kept: bool  # survived top-k and top-p: can be picked
     prob: float  # renormalised: the probability of being picked
-    picked: bool
+    picked: bool  # this is the token picked (one row is)
 
 
 @dataclass
 class StepResult:
+    # the text continued, as given (the model reads its last max_seq_len tokens); if none was given: a sample of the
+    # data
     prompt: str
-    temperature: float
-    top_k: int | None
+    temperature: float  # T, which divides the logits; 0: greedy, the argmax is picked and top_k, top_p are not applied
+    top_k: int | None  # k: only the k highest logits may be picked; None: off
+    # p: only the fewest likeliest tokens whose summed probability (after top-k) reaches p may be picked (nucleus);
+    # None: off
     top_p: float | None
     # (at temperature 0 the argmax is the pick and no draw is made: a seed drawn for nothing read as one that mattered)
     seed: int | None  # the generator's seed (`:gen PROMPT n=1 seed=SEED` picks the same token); null at temperature 0
     rows: list[StepRow]  # the highest logits, best first (the pick is added if it ranks lower)
-    vocab_size: int
-    n_top_k_kept: int
+    vocab_size: int  # V: tokens in the vocabulary, the pick's candidates
+    n_top_k_kept: int  # tokens top-k keeps: min(top_k, vocab_size); vocab_size where top_k is off; 1 at temperature 0
     n_kept: int  # survivors of both filters
-    picked: str
-    picked_id: int
-    picked_prob: float
+    picked: str  # the token picked, as it reads alone (a byte of a character it does not complete as its escape, \\xe2)
+    picked_id: int  # its id
+    picked_prob: float  # its probability of being picked (after the filters, renormalised); 1 at temperature 0
     picked_rank: int  # 1 = the highest logit
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     int8: bool = False  # read from the int8 copy that :gen samples from (:quantize int8)
@@ -367,15 +372,15 @@ def render_step(result: StepResult, console: Console) -> None:
 class LensRow:
     layer: str  # "embed", "blocks.0", ...
     guesses: list[str]  # the most likely next characters, best first
-    probs: list[float]
+    probs: list[float]  # each guess's probability, in their order: softmax over the whole vocabulary at this layer
     target_rank: int | None = None  # of the true next token (1 = best); None when unknown
-    target_prob: float | None = None
+    target_prob: float | None = None  # the target's probability at this layer (as probs'); None when unknown
     skipped: bool = False  # `:ablate block=L` skips this block: it adds nothing, so its row repeats the one above
 
 
 @dataclass
 class LensResult:
-    prompt: str
+    prompt: str  # the text read (its last max_seq_len tokens); if none was given: a sample of the data
     # the true next token, where the data knows it (the default prompt, a task's question), or the one target= named
     target: str | None
     rows: list[LensRow]  # "embed" first, then each block's middle and/or end, in the order they are computed
@@ -499,8 +504,10 @@ def render_lens(result: LensResult, console: Console) -> None:
 class TokMerge:
     """One BPE merge in one piece: two tokens become one, everywhere they stand side by side."""
 
+    # the left one of the two tokens merged, as it reads alone (a byte of a character it does not complete as its
+    # escape, \\xe2)
     left: str
-    right: str
+    right: str  # the right one, shown as left is
     rank: int  # when the merge was learned (0 first)
     tokens: list[str]  # the piece's tokens after it
 
@@ -510,6 +517,7 @@ class TokPiece:
     """One piece the pre-tokenizer cut the text into, from its bytes to its tokens."""
 
     start: list[str]  # its bytes, a token each (one that is no whole character as its escape, \\xe2)
+    # its merges in the order applied, each the pair learned first among those side by side; empty: none applies
     merges: list[TokMerge]
     whole: bool = False  # in the vocabulary as it stands: taken as one token, no merges (Llama 3's tokenizers)
     text: str = ""  # the piece as typed: its bytes decoded together ("é"; each alone reads as U+FFFD)
@@ -517,10 +525,12 @@ class TokPiece:
 
 @dataclass
 class TokResult:
+    # the text split, as given; if none was given: the data's sample, as the other views read (a task's: a whole
+    # example, its answer included)
     text: str
     tokens: list[str]  # each token as it reads alone; bytes of a character it does not complete as escapes (\\xe2)
-    ids: list[int]
-    vocab_size: int
+    ids: list[int]  # each token's id, in the order of `tokens`
+    vocab_size: int  # V: tokens in the vocabulary; every id is below it
     kind: str = "character"  # what one token is
     pieces: list[TokPiece] | None = None  # merges=on: BPE worked out, piece by piece (None: not asked, or no BPE)
     merges_agree: bool | None = None  # the merges end on the tokenizer's own tokens (None: not worked out)

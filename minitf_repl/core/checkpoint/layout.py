@@ -111,14 +111,21 @@ class Checkpoint:
 class CheckpointInfo:
     """One row of `:ls`. A broken checkpoint still gets a row, with `error` saying what is wrong."""
 
-    name: str
+    name: str  # its folder's name in the folder listed: what :load takes
+    # the training step the model was saved at; None: a checkpoint that does not load (`error` says why)
     step: int | None
     val_loss: float | None  # the last evaluated validation loss, None if never evaluated
+    # the data as saved: a built-in name (pydoc), a task spec (reverse:6), or a text file's path as it was when saved
+    # (hf:PATH: a Hugging Face folder's tokenizer alone, no text); None: a checkpoint that does not load
     data_spec: str | None
+    # bytes on disk: its manifest and the data files it names; where `error` is set, the plain files in its folder
+    # (links not followed)
     size_bytes: int
     saved_at: str | None  # ISO 8601, UTC
     # every model setting by name, as a load builds the model (one a checkpoint predates: the value it was built with)
     model_config: dict | None = None
+    # why the checkpoint cannot be used, in words (a file missing or of the wrong size, a manifest that does not read),
+    # with the fix; None: its manifest reads, and the files it names are there at their sizes
     error: str | None = None
     # the step val_loss was measured at: before `step` where a run stopped between two evaluations
     val_step: int | None = None
