@@ -72,6 +72,10 @@ class ReportData:
     # where its numbers were made: the dtype the latest training step ran in (dtype=auto is bfloat16 on a machine with
     # bfloat16 units, float32 elsewhere) and the machine, so that a page compared with another's says why they differ
     machine: str = ""
+    text_given: bool = False  # `:report text=`: the maps read a text given, not a sample of the data
+    dropped: int = 0  # the tokens cut from the front of that text, beyond the window the maps read
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    window: int | None = None  # max_seq_len: the most tokens the maps read
 
 
 _CSS = """
@@ -431,6 +435,10 @@ def teacher_forcing_html(scored) -> list[str]:
         spans.append(f'<span class="tf" style="background:{scale_hex(frac)};color:{ink}" title="{_esc(title)}">'
                      f"{_esc(visible(token))}</span>")
     out.append(f'<p class="tf">{"".join(spans)}</p>')
+    if scored.dropped:  # as :score cuts a text: the pass reads max_seq_len tokens and predicts the one after them
+        read = len(scored.tokens)
+        out.append(f"<p>The first {count(scored.dropped, scored.unit)} of the text, beyond max_seq_len + 1 = {read}, "
+                   f"went unread: these are its last {count(read, scored.unit)}.</p>")
     counted = sum(scored.counted)
     out.append(f"<p>loss {scored.loss:.4f}: the mean of the {counted} counted -ln p, what training minimises.</p>")
     return out
@@ -509,7 +517,15 @@ def build_report(data: ReportData) -> str:
     unmasked = ":ablate mask" if "the causal mask" in data.ablations else "causal off"  # causal is on under :ablate
     where = (f"a query over every key: the model has no causal mask ({unmasked}), so it reads the future too"
              if future else "a query over the keys 0..i; above the diagonal is the masked future")
-    out.append(f"<p>Prompt: <code>{_esc(visible(data.prompt))}</code>. Row i is where position "
+    # whose text it is, and what of it went unread: a text given past the window read as the whole of it
+    if data.text_given:
+        whose = "the text given"
+        if data.dropped:
+            whose += (f"; its first {count(data.dropped, data.unit)}, beyond max_seq_len={data.window}, went unread: "
+                      f"the maps read its last {count(len(data.tokens or data.prompt), data.unit)}")
+    else:
+        whose = f"a sample of the data; {cmd('report', text='TEXT')} reads another"
+    out.append(f"<p>Prompt: <code>{_esc(visible(data.prompt))}</code> ({_esc(whose)}). Row i is where position "
                f"i looks ({where}). Darker: less weight.</p>")
     tokens = data.tokens or list(data.prompt)  # a BPE's pieces: a map has a row a token, not a character
     for layer, heads in zip(data.layers, data.maps):

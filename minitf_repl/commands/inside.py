@@ -1213,6 +1213,12 @@ def complete_html(session) -> list[str]:
          params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html,
           path=True, browse="folders"),
+    # an option, not the text after the command as :attn and :score take theirs: that is the page's path; named as
+    # :score and :heads name theirs, and as :attn's (prompt) too, the word a teacher typed first
+    Param("text", str, aliases=("prompt",), meta="TEXT",
+          help="the text the attention maps, the embedding map's bold tokens and teacher forcing read, its end cut to "
+               "the model's window as :attn and :score cut it (default: a sample of the data, ended where a word "
+               "ends)"),
 ], interruptible=True, json_version=3)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, shown_frames, write_report
@@ -1234,13 +1240,19 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         done[0] += by
         reporter.on_progress("report", done[0], parts)
 
-    prompt = sample_prompt(data)
-    ids = data.tokenizer.encode(prompt)[-session.model_config.max_seq_len :]
+    given = args["text"] or None
+    prompt = given or report_text(data)
+    # as :attn reads a prompt: its last max_seq_len tokens; the page says what was cut (noted), and so does a notice
+    prompt, ids, dropped = view_prompt(session, prompt, reporter, given=True, noted=True)
+    if dropped and given:
+        reporter.notice(f"the text is longer than max_seq_len={session.model_config.max_seq_len}; the attention maps "
+                        f"read its last {count(len(ids), data.tokenizer.unit)}, as the page says")
     maps = attention_maps(model, ids)
     advance()
     g = session.gen_config
-    start_text = default_prompt(data.tokenizer, otherwise=prompt)
+    start_text = default_prompt(data.tokenizer, otherwise=sample_prompt(data))  # the samples' start: not text=
     samples, grades, asked = [], [], False
+    left_out = []  # (section, why): said on the page and here (a page without its heads said they were there)
     for seed in range(REPORT_SAMPLES):
         # a task: the held-out question `:gen gen_seed=N` asks, graded as it grades it (one question for every seed
         # wrote one answer three times, ungraded)
@@ -1265,11 +1277,18 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
              if same_start and session.sampling_model is model else "")
     about = (f"{count(REPORT_SAMPLES, 'sample')} of at most {count(min(g.n, REPORT_SAMPLE_TOKENS), 'token')}{short}, "
              f"{starts}, {how}, with gen_seed 0 to {REPORT_SAMPLES - 1}{again}")
-    scored = score_text(session, None, reporter)
+    # the same text as the maps (:score cuts a text given to max_seq_len + 1 tokens, with a notice); a task's own
+    # sample (None) is its question with the answer after it, whose loss is the one training counts
+    read = given or (prompt if getattr(data, "splits", None) is not None else None)
+    scored = None
+    if given and len(data.tokenizer.encode(given)) < 2:  # no next token to score: the page goes without, says why
+        left_out.append(("teacher forcing", f"it needs at least two {data.tokenizer.unit}s, one to read and the one "
+                                            f"after it to predict; give {cmd('report', text='TEXT')} a longer text"))
+    else:
+        scored = score_text(session, read, reporter)
     advance()
     from .why import cmd_heads
 
-    left_out = []  # (section, why): said on the page and here (a page without its heads said they were there)
     try:  # :heads's induction test; a window too short for two copies, or causal=off, has none (the page goes without)
         heads = cmd_heads(session, {"text": None, "layer": None, "seed": None}, reporter)
     except UserError as e:
@@ -1314,7 +1333,8 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 "gen": session.gen_config.to_dict(), "data": named, "tokenizer": session.tokenizer_setting,
                 "last_run": (session.trainer.run_start, session.trainer.run_steps, session.trainer.step)},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
-        prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
+        prompt=prompt, text_given=given is not None, dropped=dropped, unit=data.tokenizer.unit,
+        window=session.model_config.max_seq_len, layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         sample_grades=grades, samples_about=about, left_out=left_out,
         # a byte of a longer character by its escape (\xe4), as :attn and :embed name it, not "�"
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[shown_piece(data.tokenizer, i) for i in ids],
@@ -1336,7 +1356,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         session.pages_written[os.path.abspath(path)] = written
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
                 + (["token embeddings"] if embedding is not None else [])
-                + (["loss by position"] if context is not None else []) + ["teacher forcing"]
+                + (["loss by position"] if context is not None else []) + (["teacher forcing"] if scored else [])
                 + (["what each head does"] if heads is not None else []) + ["samples"])
     if report.frames:
         shown = len(shown_frames(report.frames))
@@ -1344,6 +1364,32 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                         + f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations,
                         replaced_unseen=unseen, replaced=there is not None)
+
+
+REPORT_WORD_SCAN = 24  # characters past the views' sample searched for the end of the word it ends in
+
+
+def report_text(data) -> str:
+    """The text the report's per-text sections read by default: the views' sample (sample_prompt), ended where a
+    word ends where the data has spaces. The views' 16 characters cut the word they end in ("The example abov"),
+    which the page quoted as the data's example: the word is completed from the text after it, or, where it runs
+    past REPORT_WORD_SCAN more characters, left out. A text of no spaces (Chinese, a task) has no such ends."""
+    import re
+
+    from .base import SAMPLE_SCAN, sample_window
+
+    splits = getattr(data, "splits", None)
+    if splits is None:  # a task's question, random tokens: no words
+        return sample_prompt(data)
+    start, window = sample_window(data)  # sample_prompt's text, and where it starts
+    if " " not in window.strip() or not re.search(r"\w$", window):  # no spaces, or at a word's end already
+        return window
+    text = data.tokenizer.decode(splits["val"][:SAMPLE_SCAN].tolist())
+    after = text[start + len(window) : start + len(window) + REPORT_WORD_SCAN]
+    rest = re.match(r"\w*", after).group()
+    if len(rest) < len(after):  # the word ends in the text scanned: completed (nothing to add where it ended)
+        return window + rest
+    return window[: re.search(r"\W\w*$", window).start() + 1].rstrip() or window
 
 
 def _page_identity(path) -> tuple[int, int, int] | None:

@@ -1,0 +1,73 @@
+"""`:report text=TEXT`: the text its per-text sections read, the cut said on the page, a whole-word sample."""
+
+import html
+import re
+
+from test_commands import run, tiny_session
+
+
+def _prompt(page: str) -> str:
+    """The attention maps' text, as the page shows it (spaces as ␣)."""
+    return html.unescape(page.split("Prompt: <code>")[1].split("</code>")[0])
+
+
+def _scored(page: str) -> str:
+    """The teacher-forcing section's text, its tokens joined."""
+    section = page[page.index("<h2>Teacher forcing</h2>"):]
+    section = section[:section.index("<h2>", 5)]
+    return "".join(html.unescape(t) for t in re.findall(r'<span class="tf"[^>]*>([^<]*)</span>', section))
+
+
+def test_report_reads_the_text_given_by_text_or_prompt(tmp_path):
+    s = tiny_session("pydoc")
+    result = run(s, f':report {tmp_path / "a.html"} text="def f(x): return x"')
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert _prompt(page) == "def␣f(x):␣return␣x" and "(the text given)" in page
+    assert _scored(page) == "def␣f(x):␣return␣x" and "teacher forcing" in result.sections
+    # the word the teacher typed first, as :attn names its text
+    run(s, f":report {tmp_path / 'b.html'} prompt=hello")
+    assert _prompt((tmp_path / "b.html").read_text(encoding="utf-8")) == "hello"
+
+
+def test_report_says_on_the_page_where_the_text_given_was_cut(tmp_path):
+    s = tiny_session("pydoc")  # max_seq_len=32
+    text = "abcdefghij " * 4  # 44 characters
+    run(s, f':report {tmp_path / "a.html"} text="{text}"')
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert _prompt(page) == text[-32:].replace(" ", "␣")  # as :attn reads it: the last max_seq_len
+    assert "its first 12 characters, beyond max_seq_len=32, went unread: the maps read its last 32 characters" in page
+    assert _scored(page) == text[-33:].replace(" ", "␣")  # as :score reads it: one more, the last one predicted
+    assert ("The first 11 characters of the text, beyond max_seq_len + 1 = 33, went unread: these are its last 33 "
+            "characters") in page
+
+
+def test_report_without_a_next_token_goes_without_teacher_forcing_and_says_how(tmp_path):
+    s = tiny_session("pydoc")
+    result = run(s, f":report {tmp_path / 'a.html'} text=a")
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert "teacher forcing" not in result.sections and "<h2>Teacher forcing</h2>" not in page
+    assert "give :report text=TEXT a longer text" in page
+
+
+def test_report_default_sample_ends_where_a_word_ends(tmp_path):
+    s = tiny_session("pydoc")
+    result = run(s, f":report {tmp_path / 'a.html'}")
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    prompt = _prompt(page).replace("␣", " ")
+    val = s.data.tokenizer.decode(s.data.splits["val"][:20_000].tolist())
+    at = val.index(prompt)
+    assert re.match(r"\w", val[at + len(prompt)]) is None, (prompt, val[at:at + len(prompt) + 5])  # not "abov"
+    assert " " in prompt and "(a sample of the data; :report text=TEXT reads another)" in page
+    assert _scored(page).replace("␣", " ") == prompt and "teacher forcing" in result.sections
+
+
+def test_shell_report_takes_text(tmp_path):
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    path = tmp_path / "out.html"
+    tiny = ["--data", "pydoc", "--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4"]
+    result = CliRunner().invoke(cli.app, [*tiny, "report", str(path), "--text", "def f"])
+    assert result.exit_code == 0, result.output
+    assert _prompt(path.read_text(encoding="utf-8")) == "def␣f"
