@@ -71,3 +71,35 @@ def test_shell_report_takes_text(tmp_path):
     result = CliRunner().invoke(cli.app, [*tiny, "report", str(path), "--text", "def f"])
     assert result.exit_code == 0, result.output
     assert _prompt(path.read_text(encoding="utf-8")) == "def␣f"
+
+
+def test_a_page_whose_data_is_gone_names_no_folder_of_this_machine(tmp_path, checkpoint_dir, monkeypatch):
+    """The sections left out named the data's whole path on the page ("the data this model was trained on
+    (/home/teacher/course/poem.txt) cannot be used"), which a shared page showed every student; the terminal's notice
+    keeps it, for the person who can put the file back."""
+    course = tmp_path / "teacher's course"
+    course.mkdir()
+    poem = course / "poem.txt"
+    poem.write_text("the sea, the sea, the wide and open sea.\n" * 40, encoding="utf-8")
+    run(tiny_session(str(poem), steps=2), ":train save=fromfile")
+    poem.unlink()
+    monkeypatch.chdir(tmp_path)
+    session = tiny_session()
+    run(session, ":load fromfile")
+    from test_commands import Recorder
+
+    heard = Recorder()
+    result = run(session, ":report page.html", heard)
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "loss by position" not in result.sections and "Not on this page" in page
+    assert str(course) not in html.unescape(page) and "poem.txt" in page
+    assert any(str(poem) in n for n in heard.notices)  # said whole where it can be acted on
+
+
+def test_a_hugging_face_folder_is_named_on_the_page_by_its_last_name():
+    from minitf_repl.commands.inside import _on_page
+
+    session = tiny_session()
+    said = _on_page("the weights came from hf:/home/teacher/models/gpt2, trained elsewhere", session)
+    assert said == "the weights came from hf:gpt2, trained elsewhere"
+    assert _on_page("hf:gpt2", session) == "hf:gpt2" and _on_page(None, session) is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -63,7 +64,8 @@ class AttnResult:
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
-    untrained: bool = False  # the model has not trained a step: its q and k are random, so each row spreads its weight near evenly
+    # the model has not trained a step: its q and k are random, so each row spreads its weight near evenly
+    untrained: bool = False
 
 
 @command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
@@ -1335,14 +1337,15 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=prompt, text_given=given is not None, dropped=dropped, unit=data.tokenizer.unit,
         window=session.model_config.max_seq_len, layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
-        sample_grades=grades, samples_about=about, left_out=left_out,
+        sample_grades=grades, samples_about=about,
+        left_out=[(section, _on_page(why, session)) for section, why in left_out],
         # a byte of a longer character by its escape (\xe4), as :attn and :embed name it, not "�"
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[shown_piece(data.tokenizer, i) for i in ids],
         vocab=[shown_piece(data.tokenizer, i) for i in (range(data.tokenizer.vocab_size) if among is None else among)],
         embedding=embedding, counters=plot_levels(session.counters),
         context=context, context_series=position_series(context) if context is not None else [],
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
-        data_from=data_since(session), weights_from=session.weights_from, step=session.trainer.step,
+        data_from=data_since(session), weights_from=_on_page(session.weights_from, session), step=session.trainer.step,
         val_loss=status.val_loss, val_step=status.val_step, val_bpc=status.val_bpc, train_loss=status.last_loss,
         accuracy=status.accuracy,
         n_params=status.n_params,
@@ -1428,6 +1431,22 @@ def made_on(session: Session) -> str:
     # the page is made here; a loaded checkpoint's steps may have run on another machine, which its dtype tells of
     return (f"{ran} (dtype={setting}). This page was made on {device.type}: {where}; {threads}, "
             f"torch {torch.__version__}.")
+
+
+def _on_page(text: str | None, session: Session) -> str | None:
+    """`text` as a page for sharing says it: the data's path and a Hugging Face folder's by their last names (a file's
+    data as data_named names it, hf:gpt2), not as they lie on this machine: "left out of the page: loss by position
+    (the data this model was trained on (/home/teacher/course/poem.txt) ...)" showed every student the teacher's
+    folders. The terminal's notices keep the whole path, for the person who can act on it."""
+    if text is None:
+        return None
+    spec = session.data_spec
+    if spec and os.sep in spec:
+        text = text.replace(spec, data_named(session))
+    for found in re.findall(r"hf:(\S*[/\\][^\s,;)]+)", text):  # hf:/home/me/models/gpt2 -> hf:gpt2
+        last = re.split(r"[/\\]", found.rstrip("/\\"))[-1]
+        text = text.replace("hf:" + found, "hf:" + last)
+    return text
 
 
 @render.register(ReportResult)
