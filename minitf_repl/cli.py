@@ -17,6 +17,7 @@ import contextvars
 import difflib
 import errno
 import inspect
+import itertools
 import os
 import re
 import shlex
@@ -38,11 +39,11 @@ from .core.catalog import spec_forms
 from .core.errors import Interrupted, UsageError, UserError
 from .core.paths import default_checkpoint_dir, home_variable
 from .core.words import count
-from .dispatch import (FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, short_of_memory,
+from .dispatch import (FAILED, PROGRAM, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, short_of_memory,
                        signal_status)
 from .palette import write_stand_ins
-from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, near_bool, needs_a_value, parse_line,
-                      prepare_args, reads_prose, refuse_a_setting, shell_text, undecodable)
+from .parsing import (BOOL_WORDS, COPIED_PROMPT, convert, fits_first_option, missing_value, near_bool, needs_a_value,
+                      parse_line, prepare_args, reads_prose, refuse_a_setting, shell_text, undecodable)
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -348,9 +349,15 @@ def _install_completion(shell: str | None) -> int:
     from typer.completion import install
 
     by_hand = f"minitf --show-completion{f' {shell}' if shell else ''} prints the script to install by hand"
+    rcs: dict[Path, str | None] = {}
     try:
         bashrc = Path.home() / ".bashrc"
-        before = _read_if_there(bashrc)
+        # Typer writes the shell's start-up file before the script: where the script then fails, the file is put back
+        # (a `source` line of a script that is not there printed "No such file" in every new bash)
+        for rc in (bashrc, Path.home() / ".zshrc"):
+            if not rc.exists() or (text := _read_if_there(rc)) is not None:  # (one it cannot read: left alone)
+                rcs[rc] = None if not rc.exists() else text
+        before = rcs.get(bashrc)
         shell, path = install(shell=shell, prog_name="minitf", complete_var="_MINITF_COMPLETE")
         if shell == "bash" and before is not None and f"source '{path}'" in before:
             bashrc.write_text(before)
@@ -361,12 +368,27 @@ def _install_completion(shell: str | None) -> int:
                             f"{home_variable()}, or {by_hand}")
         return 1
     except OSError as e:
+        _put_back(rcs)
         # PowerShell's install runs the shell itself, which may not be there
         verb = "run" if shell is not None and e.filename == shell else "write"
-        _command_line_error(f"cannot {verb} {e.filename or 'the completion script'} ({e.strerror or e}); {by_hand}")
+        if e.errno in (errno.EEXIST, errno.ENOTDIR) and e.filename:  # a file where Typer makes a folder
+            _command_line_error(f"cannot write the completion script: a file is in the way: {e.filename}; {by_hand}")
+        else:
+            _command_line_error(f"cannot {verb} {e.filename or 'the completion script'} ({e.strerror or e}); "
+                                f"{by_hand}")
         return 1
     print(f"{shell} completion installed in {path}\nCompletion will take effect once you restart the terminal")
     return 0
+
+
+def _put_back(rcs: dict[Path, str | None]) -> None:
+    """Each start-up file as it was before an install that failed: its text (None: it was not there)."""
+    for rc, text in rcs.items():
+        with contextlib.suppress(OSError):
+            if text is None:
+                rc.unlink(missing_ok=True)
+            elif _read_if_there(rc) != text:
+                rc.write_text(text)
 
 
 def _read_if_there(path: Path) -> str | None:
@@ -375,6 +397,37 @@ def _read_if_there(path: Path) -> str | None:
         return path.read_text() if path.is_file() else None
     except (OSError, ValueError):
         return None
+
+
+def _rebuilds(param) -> bool:
+    """Whether a new value of the setting `param` gives would rebuild a model (weights reset), as its declaration
+    says: a model's or the data's setting not declared in_place (commands.settings.rebuilding_keys, which --load's
+    --set asks, compares the values too)."""
+    from .core.config import DataConfig, ModelConfig
+
+    spec = param.setting
+    return spec is not None and spec.section in (ModelConfig.kind, DataConfig.kind) and not spec.in_place
+
+
+def _reads_as_script(path: str, lines: int = 5) -> bool:
+    """Whether the file at `path` reads as a script of minitf's lines: its first `lines` lines that are neither blank
+    nor a comment each start with ':' (or with `minitf`, copied from a shell or from the prompt). Any other file is
+    text, and at least one such line is needed."""
+    seen = 0
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in itertools.islice(f, 1000):
+                line = line.lstrip("\ufeff").strip()
+                if not line or line.startswith("#"):
+                    continue
+                if not (line.startswith(":") or line.startswith(f"{PROGRAM} ") or COPIED_PROMPT.match(line)):
+                    return False
+                seen += 1
+                if seen == lines:
+                    break
+    except OSError:
+        return False
+    return seen > 0
 
 
 def _before_dashes(words: list[str]) -> list[str]:
@@ -655,15 +708,24 @@ class _Group(_FlagsUntyped, TyperGroup):
         return f"unknown command {args[at]!r}; commands are lower case: {shlex.join(['minitf', *fixed])}"
 
     def _a_script(self, e: Exception, args: list[str]) -> str | None:
-        """For a file where the command goes (`minitf lesson.txt`): a script of lines, which minitf reads from
-        standard input, not "unknown command"."""
+        """For a file where the command goes: a script of lines (`minitf lesson.txt`), which minitf reads from
+        standard input, or a text to train on (`minitf notes.txt train`, where --data was meant), not "unknown
+        command". Which, its first lines say (_reads_as_script): a training text run as a script was every line a
+        prompt."""
         asked = re.match(r"No such command '(.*?)'", e.format_message())
         at = _command_at(args, self.params) if asked else None
         if at is None or args[at] != asked.group(1) or not os.path.isfile(args[at]):
             return None
-        line = shlex.join(["minitf", *args[:at]])
-        return (f"{args[at]} is a file, not a command; to run its lines as a script: {line} < {shlex.quote(args[at])} "
-                f"(--transcript prints each line before its output)")
+        file = args[at]
+        if _reads_as_script(file):
+            line = shlex.join(["minitf", *args[:at]])
+            told = any(a == "--transcript" for a in args[:at])
+            return (f"{file} is a file, not a command; to run its lines as a script: {line} < {shlex.quote(file)}"
+                    + ("" if told else " (--transcript prints each line before its output)"))
+        if any(a == "--data" or a.startswith("--data=") for a in args[:at]):
+            return None  # a --data given already: the file is no data meant for it
+        line = shlex.join(["minitf", *args[:at], "--data", file, *args[at + 1:]])
+        return f"{file} is a file, not a command; to train on its text, give it with --data: {line}"
 
     def _setting_as_option(self, e: Exception, args: list[str]) -> str | None:
         """For a setting typed as an option (`minitf --seed 3 tok a`, `minitf train --threads 1`), which no command
@@ -695,6 +757,15 @@ class _Group(_FlagsUntyped, TyperGroup):
         command_at = next((i for i, a in enumerate(rest) if a in self.commands), None)
         before = at if command_at is None else min(at, command_at)
         fixed = [*rest[:before], "--set", f"{param.name}={value}", *rest[before:]]
+        load = next((i for i, a in enumerate(rest[:before]) if a == "--load" or a.startswith("--load=")), None)
+        if load is not None and _rebuilds(param):
+            # the --set line fails there (apply_settings: "would rebuild the model loaded from ..."): its refusal, with
+            # the two lines its fix names
+            source = rest[load].partition("=")[2] or (rest[load + 1] if load + 1 < len(rest) else "")
+            unloaded = [*fixed[:load], *fixed[load + (1 if "=" in rest[load] else 2):]]
+            return (f"{said}, and {param.name} would rebuild the model loaded from {source} and reset its weights; "
+                    f"leave it out to use its weights ({shlex.join(['minitf', *rest])}), or leave out --load to "
+                    f"start a new model ({shlex.join(['minitf', *unloaded])})")
         return f"{said}: {shlex.join(['minitf', *fixed])}"
 
     def _near_own(self, e: Exception, args: list[str]) -> str | None:
@@ -1197,7 +1268,9 @@ def root(
         raise typer.Exit(startup.STATUS)
     ctx.obj = _State(session, debug, quiet)
     if ctx.invoked_subcommand is None:
-        raise typer.Exit(open_shell(session, debug, loaded, transcript))
+        raise typer.Exit(open_shell(session, debug, loaded, transcript, quiet))
+    if transcript and not quiet:  # `minitf --transcript tok 3`: no script's lines to print (see _transcript_unused)
+        _transcript_unused("a command given on the command line has none")
 
 
 def _asks_help(ctx: typer.Context) -> bool:
@@ -1379,10 +1452,19 @@ def _same_task(spec: str, session: Session) -> bool:
         return False
 
 
-def open_shell(session: Session, debug: bool = False, loaded=None, transcript: bool = False) -> int:
+def _transcript_unused(why: str) -> None:
+    """A note on standard error that --transcript, given where no script's lines are read, printed nothing: `why`.
+    A note, not a refusal: the run does all it was asked, and the switch would change only what it echoes."""
+    say(_stderr(), f"--transcript prints the lines of a script piped in (minitf --transcript < lesson.txt); {why}, so "
+                   "it does nothing here", "yellow")
+
+
+def open_shell(session: Session, debug: bool = False, loaded=None, transcript: bool = False,
+               quiet: bool = False) -> int:
     """The REPL on a terminal; line by line (no colour, no animation) when stdin is a pipe or a file. `loaded`: what
     --load brought (:load's result), which the REPL shows under its greeting. `transcript`: a script's lines are
-    printed before their output (repl.run_lines); at the prompt the line typed is on the screen already."""
+    printed before their output (repl.run_lines); at the prompt the line typed is on the screen already, which a
+    note says. `quiet`: no such note (a process of torchrun's other than the first)."""
     from . import repl
 
     if sys.stdin is None:  # `minitf <&-`: Python found no file descriptor 0 at start
@@ -1390,6 +1472,8 @@ def open_shell(session: Session, debug: bool = False, loaded=None, transcript: b
                          "pipe commands into it, or give a command (minitf train)")
         return 1
     if sys.stdin.isatty():
+        if transcript and not quiet:
+            _transcript_unused("at a terminal each line typed is on the screen already")
         return repl.run_repl(session, console_for(), console_for(stderr=True), debug, loaded=loaded)
     # Piped commands are a script: a --data or --device the command line got wrong is refused before its first line,
     # as for a command (`minitf --data nosuch < script` exited 0 without a word, a line that read the data then

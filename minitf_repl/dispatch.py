@@ -45,8 +45,9 @@ from .core.errors import Interrupted, UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
-from .parsing import CLEAR, PROMPT, parse_line, prepare_args, reads_prose, undecodable, without_comment
-from .registry import Command, Registry, clip
+from .parsing import (CLEAR, PROMPT, parse_line, prepare_args, reads_prose, shell_unescaped, undecodable,
+                      without_comment)
+from .registry import Command, Param, Registry, clip
 from .render import RichReporter, error, internal_error
 from .render.live import same_output
 from .render.words import note, say
@@ -54,6 +55,11 @@ from .reporter import Reporter
 from .schema import schema_id
 from .syntax import (REPL, SHELL, cmd, given_before, loaded, named, setting_text, speaking, typed_after,
                      typed_at_keyboard)
+
+try:  # at load, as above: short_of_memory reads the memory limit where an import has just failed for want of memory
+    import resource
+except ImportError:  # Windows
+    resource = None
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 AS_TEXT = "a line without ':' is text for the model to continue"  # what a command's name typed without ':' is told
@@ -132,9 +138,32 @@ def short_of_memory(exc: BaseException) -> str | None:
         why = clip(": ".join(said.strip().split(": ")[-2:]), 80)
     else:  # a MemoryError's own text is often empty
         why = clip(" ".join(str(exc).split()), 80) or type(exc).__name__
-    what = "not enough memory to load torch" if _loading(exc) else "not enough memory"
-    limit = "" if sys.platform == "win32" else "raise the memory limit (ulimit -v) or "  # no ulimit there
+    # what was loading: torch was assumed, where a command's own import of another library meets the limit too
+    what = f"not enough memory to load {_loaded_module(exc) or 'a library'}" if _loading(exc) else "not enough memory"
+    limit = "raise the memory limit (ulimit -v) or " if _memory_limited() else ""  # advice only where one is set
     return f"{what} ({why}); {limit}close other programs"
+
+
+def _memory_limited() -> bool:
+    """Whether this process runs under a limit of its address space (`ulimit -v`), which raising would mend."""
+    if resource is None:  # Windows: no ulimit
+        return False
+    try:
+        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    except (AttributeError, ValueError, OSError):  # a platform without RLIMIT_AS
+        return False
+
+
+def _loaded_module(exc: BaseException) -> str | None:
+    """The package whose import `exc` broke (`torch` of `torch._C`): the ImportError's own name, else the first module
+    that was running in its traceback (the one imported); None where neither says."""
+    name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    tb = exc.__traceback__
+    while name is None and tb is not None:
+        if tb.tb_frame.f_code.co_name == "<module>":
+            name = tb.tb_frame.f_globals.get("__name__")
+        tb = tb.tb_next
+    return name.split(".")[0] if isinstance(name, str) and name else None
 
 
 def _loading(exc: BaseException) -> bool:
@@ -320,13 +349,10 @@ class FrontDoor:
             self._error(phrase(e, self.front.syntax) + curly)
             return FAILED
         meant = self._meant_as_command(line, command)
-        if meant and not self.front.keyboard:
+        if not self.front.keyboard and command.takes_plain_text and (refused := self._not_text(line)) is not None:
             # a script's line is read by no one as it runs: `train steps=5` there is a command missing its ':', whose
             # 200 characters of text came with exit status 0 and the setting never applied; refused, a failed line
-            with speaking(self.front.syntax):
-                text = cmd(command.name, "--", clip(line.strip()))
-            self._error(f"a script's line that starts with a command without its ':' is not run as text for the "
-                        f"model{meant.removeprefix('; ' + AS_TEXT)} ({text} continues it as text)" + curly)
+            self._error(f"{refused} ({self._as_text(command, line)})" + curly)
             return FAILED
         status = self.run(command, args, meant + curly)
         if status == OK and meant:  # `train` typed on a text the model reads: its text came, with no word of the
@@ -344,6 +370,85 @@ class FrontDoor:
             say(self.out, PROMPT + line)
         except OutputLost as e:
             self._output_error(str(e))
+
+    def _not_text(self, line: str) -> str | None:
+        """Why a script's `line`, read as text, is a command instead (the start of its refusal), or None where it is
+        text: a shell's line (`minitf --data sort tok 12`), or a command's line without its ':' whose words are all
+        that command's own (`train steps=5`, `set lr=0.02`, `help train`, `train` alone). A line that starts with a
+        command's name but holds free text, or that the command refuses (`help me write a poem`, `train of thought
+        is`, `Exit pursued by a bear`), is a prompt, as at the prompt: command names are everyday words."""
+        if (shell := self._shell_line(line.strip())) is not None:
+            return shell
+        stripped = line.strip()
+        if stripped.startswith(":") or stripped.split(None, 1)[0].lower() not in self.registry.names():
+            return None
+        try:
+            with speaking(self.front.syntax):
+                command, args = parse_line(f":{stripped}", self.registry)
+        except UserError:
+            return None
+        positional = command.positional
+        if positional is not None and args.get(positional.name) is not None:
+            if not self._declared(positional, args[positional.name]):
+                return None
+        return (f"a script's line that starts with a command without its ':' is not run as text for the model; "
+                f":{stripped} runs it as a command")
+
+    def _declared(self, param: Param, text: str) -> bool:
+        """Whether a command's free `text` is made of what its positional `param` declares it takes (`:help train`,
+        `:data sort`, `:checks batch init`, `:compare lr=1e-2 lr=3e-3`, a file that is there), not words of a prose."""
+        try:
+            known = {str(word).lower() for word in param.completions(self.session)}
+        except (OSError, UserError):  # (a checkpoint folder that cannot be listed: no name is known)
+            known = set()
+        known |= {word.lower() for word in (param.spellings() if param.spellings is not None else {})}
+        keys = {name for p in (param.pairs() if param.pairs is not None else []) for name in (p.name, *p.aliases)}
+        if param.path and os.path.lexists(os.path.expanduser(shell_unescaped(text))):
+            return True
+        words = text.split() if param.several else [text]
+        return all(word.lower() in known or word.partition("=")[0].replace("-", "_").lower() in keys
+                   for word in words)
+
+    def _shell_line(self, stripped: str) -> str | None:
+        """The start of the refusal of a shell's line copied into a script (`minitf --data sort tok 12`, `minitf gen
+        hi`): the script's lines that run it (--set, --data, --device and --load are the REPL's commands; the command
+        the line's rest with its ':'), where each parses so; else to write it as at the prompt. None: no shell line."""
+        words = [(m.group(0), m.start()) for m in re.finditer(r"\S+", stripped)]
+        names = self.registry.names()
+        if len(words) < 2 or words[0][0] != PROGRAM or not (words[1][0].startswith("-") or words[1][0] in names):
+            return None
+        said = "a script's line is written as at the prompt, not as minitf's shell line"
+        lines, at = [], 1
+        while at < len(words) and words[at][0].startswith("-") and words[at][0] != "--":
+            option, eq, value = words[at][0].partition("=")
+            if not eq and at + 1 < len(words):
+                value, at = words[at + 1][0], at + 1
+            at += 1
+            command = {"--set": "set", "--data": "data", "--device": "device", "--load": "load"}.get(option)
+            if command is None or not value:
+                return f"{said}; write it as the REPL's lines, each command with its ':' (:help lists them)"
+            lines.append(f":{command} {value}")
+        if at < len(words):
+            lines.append(f":{stripped[words[at][1]:]}")
+        try:
+            with speaking(self.front.syntax):
+                for made in lines:
+                    parse_line(made, self.registry)
+        except UserError:
+            return f"{said}; write it as the REPL's lines, each command with its ':' (:help lists them)"
+        if len(lines) == 1:
+            return f"{said}; {lines[0]} runs it as a command"
+        return f"{said}; these lines run it, each on its own: {', then '.join(lines)}"
+
+    def _as_text(self, command: Command, line: str) -> str:
+        """How a script's refused `line` runs as text after all: the whole line after `:gen --` where the message can
+        hold it as it is; else the words to put before it (a line shortened with "..." or without its outer spaces,
+        pasted, generated from another prompt)."""
+        with speaking(self.front.syntax):
+            before = cmd(command.name, "--")
+        if line == line.strip() and clip(line) == line:
+            return f"{before} {line} continues it as text"
+        return f"put '{before} ' before the line to continue it as text"
 
     def _meant_as_command(self, line: str, command: Command) -> str:
         """What to say of a line read as text whose first word names a command (`help train`, `train steps=3`): how

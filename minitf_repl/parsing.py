@@ -329,9 +329,14 @@ class _Token:
     end: int | None = None
 
 
+_PLAIN = re.compile(r"[^\s\"']+")
 # A backslash before a space joins the two, as a shell's does (`my\ file.txt`, the form its Tab completion writes): an
-# option's value kept only `my\` (`:compare data=my\ file.txt`); a path's value is read unescaped (shell_unescaped)
-_PLAIN = re.compile(r"(?:\\ |[^\s\"'])+")
+# option's value kept only `my\` (`:compare data=my\ file.txt`); a path's value is read unescaped (shell_unescaped).
+# Only where the word so joined names a file or folder (_joins): a word ending in a backslash before the next was a
+# word of its own before, and stays one (`:compare data=C:\d\ steps=3`, `:save C:\ckpts\ force`); so is one before
+# the line's end (`:tok a\ `), and every one on Windows, where a backslash is the path's.
+_JOINED = re.compile(r"(?:\\ (?=[^\s\"'])|[^\s\"'])+")
+_KEYED = re.compile(r"(?:--)?[A-Za-z_][\w-]*=")  # the `key=` or `--key=` before an option's value
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 # A Windows path in double quotes, as Explorer's "Copy as path" puts it (C:\Users\me\new notes.txt, \\server\share\x,
 # hf:C:\models\gpt2), given to a command that takes a path (Param.path): its backslashes are the path's, not escapes.
@@ -360,6 +365,7 @@ def _tokenize(text: str, windows_paths: bool = False, literal_at: frozenset = fr
     quoted_from = None
     in_token = False
     began = 0
+    unjoined = 0  # the end of the backslash-joined pieces found to name nothing: each a word
     i, n = 0, len(text)
     while i < n:
         c = text[i]
@@ -408,6 +414,11 @@ def _tokenize(text: str, windows_paths: bool = False, literal_at: frozenset = fr
                 length += 1
         else:
             m = _PLAIN.match(text, i)
+            if i >= unjoined and (joined := _JOINED.match(text, i)).end() > m.end():
+                if _joins("".join(buf) + joined.group(0)):
+                    m = joined
+                else:  # its pieces are words of their own, tried once (a line of 10,000 `a\ ` stays linear)
+                    unjoined = joined.end()
             chunk = m.group(0)
             buf.append(chunk)
             length += len(chunk)
@@ -416,6 +427,13 @@ def _tokenize(text: str, windows_paths: bool = False, literal_at: frozenset = fr
     if in_token:
         tokens.append(_Token("".join(buf), quoted_from, began, n))
     return tokens
+
+
+def _joins(word: str) -> bool:
+    r"""Whether `word`, whose backslash-spaces join its pieces, is one word: its value (after a `key=`) names a file
+    or folder read as a shell reads it (shell_unescaped; never on Windows)."""
+    value = word[_KEYED.match(word).end():] if _KEYED.match(word) else word
+    return shell_unescaped(value) != value
 
 
 def _text_as_typed(tokens: list[_Token], raw: str) -> str | None:

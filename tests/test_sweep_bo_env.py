@@ -39,15 +39,31 @@ def test_a_compile_failed_by_a_warning_filter_names_the_filter_and_its_fix(monke
     wrapped.__cause__ = caught.value
     assert precision.compile_failure_line(wrapped) == line
     assert line == ("torch.compile failed here: a warning filter (PYTHONWARNINGS=error) turned a DeprecationWarning "
-                    f"raised while compiling into an error ({DEPRECATED}); unset PYTHONWARNINGS to compile; training "
-                    "eagerly")
+                    f"raised while compiling into an error ({DEPRECATED}); start minitf again without "
+                    "PYTHONWARNINGS=error to compile; training eagerly")
     monkeypatch.delenv("PYTHONWARNINGS")
     monkeypatch.setattr(sys, "warnoptions", ["error"])
     assert "(python -W error)" in precision.compile_failure_line(DeprecationWarning(DEPRECATED))
-    assert "run python without -W to compile" in precision.compile_failure_line(DeprecationWarning(DEPRECATED))
+    assert "start minitf again without -W error to compile" in precision.compile_failure_line(
+        DeprecationWarning(DEPRECATED))
     # an error of the compiler's own says what it said
     assert precision.compile_failure_line(RuntimeError("no")) == "torch.compile failed here (RuntimeError: no); " \
                                                                  "training eagerly"
+
+
+def test_only_a_filter_that_makes_errors_is_blamed(monkeypatch):
+    """PYTHONWARNINGS that ignores warnings was told to be unset where the program's own filter made the error."""
+    monkeypatch.setenv("PYTHONWARNINGS", "ignore::DeprecationWarning")
+    monkeypatch.setattr(sys, "warnoptions", ["ignore::DeprecationWarning"])  # as Python copies it there
+    assert precision.warning_filter() == ('warnings.filterwarnings("error") in this program',
+                                          "leave compile warnings out of that filter")
+    monkeypatch.setenv("PYTHONWARNINGS", "ignore::UserWarning,error::DeprecationWarning")
+    assert precision.warning_filter() == ("PYTHONWARNINGS=error::DeprecationWarning",
+                                          "start minitf again without PYTHONWARNINGS=error::DeprecationWarning")
+    monkeypatch.setenv("PYTHONWARNINGS", "ignore")
+    monkeypatch.setattr(sys, "warnoptions", ["ignore", "default", "e::DeprecationWarning"])  # -W's after it
+    assert precision.warning_filter() == ("python -W e::DeprecationWarning",
+                                          "start minitf again without -W e::DeprecationWarning")
 
 
 def test_a_run_that_could_not_compile_says_so_under_its_summary(monkeypatch):
@@ -69,7 +85,7 @@ def test_a_run_that_could_not_compile_says_so_under_its_summary(monkeypatch):
     text = plain(result)
     # the line said above the table scrolls away: the summary says the run did not compile, and the line why under it
     assert "not compiled (torch.compile failed: the line below says why)" in text, text
-    assert text.index("not compiled") < text.index("unset PYTHONWARNINGS to compile"), text
+    assert text.index("not compiled") < text.index("without PYTHONWARNINGS=error to compile"), text
     again = run(s, ":train steps=1")  # the trainer stays eager without a second notice: the summary says it still
     assert again.compile_failed == said[0] and "not compiled" in plain(again)
     off = tiny_session()

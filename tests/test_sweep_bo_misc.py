@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import pathlib
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -69,6 +70,23 @@ def test_install_completion_twice_leaves_bashrc_as_the_first_left_it(tmp_path, m
     assert (tmp_path / ".bashrc").read_text() == once  # Typer added a blank line each time
 
 
+@pytest.mark.parametrize("bashrc", [None, "alias ll='ls -l'\n"])
+def test_install_completion_that_cannot_write_its_script_leaves_bashrc_as_it_was(tmp_path, monkeypatch, bashrc):
+    """Typer writes .bashrc before the script: a file where the script's folder goes left a `source` line of a script
+    that was never written, and every new bash said "No such file"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".bash_completions").write_text("")  # only the script's folder is blocked
+    if bashrc is not None:
+        (tmp_path / ".bashrc").write_text(bashrc)
+    line = assert_one_error_line(invoke("--install-completion", "bash"))
+    assert line == (f"error: cannot write the completion script: a file is in the way: {tmp_path}/.bash_completions; "
+                    "minitf --show-completion bash prints the script to install by hand")  # was "(File exists)"
+    if bashrc is None:
+        assert not (tmp_path / ".bashrc").exists()
+    else:
+        assert (tmp_path / ".bashrc").read_text() == bashrc
+
+
 # --- out of memory -----------------------------------------------------------------------------------------------
 def test_wording_an_error_imports_nothing(monkeypatch):
     """Under `ulimit -v` the out-of-memory error became a traceback: phrase() imported, and that import failed."""
@@ -94,19 +112,45 @@ def a_module_that_runs_out_of_memory(tmp_path, monkeypatch):
     return lambda *args, **kwargs: importlib.import_module("sweep_bo_heavy")
 
 
+def memory_limit(monkeypatch, limit: int | None):
+    """This process's address-space limit (`ulimit -v`) as dispatch reads it: `limit` bytes, None for none."""
+    infinity = -1
+    monkeypatch.setattr(dispatch, "resource", SimpleNamespace(
+        RLIMIT_AS=9, RLIM_INFINITY=infinity, getrlimit=lambda which: (infinity if limit is None else limit, infinity)))
+
+
 def test_memory_error_in_an_import_around_a_command_is_not_an_internal_error(tmp_path, monkeypatch):
     # :set checks torch's modes as it starts (dispatch._torch_modes), which imported torch under the limit
     monkeypatch.setattr(dispatch, "_torch_modes", a_module_that_runs_out_of_memory(tmp_path, monkeypatch))
+    memory_limit(monkeypatch, 2 << 30)
     code, _, err = drive(tiny_session(), ":set lr=0.01")
-    assert err.strip() == ("error: line 1: not enough memory to load torch (MemoryError); raise the memory limit "
-                           "(ulimit -v) or close other programs")  # was "internal error: line 1: MemoryError: "
+    assert err.strip() == ("error: line 1: not enough memory to load sweep_bo_heavy (MemoryError); raise the memory "
+                           "limit (ulimit -v) or close other programs")  # was "internal error: line 1: MemoryError: "
+
+
+def test_out_of_memory_without_a_memory_limit_gives_no_ulimit_and_names_what_was_loading(tmp_path, monkeypatch):
+    """It said "to load torch" of any import, and "raise the memory limit (ulimit -v)" where none was set."""
+    monkeypatch.setattr(dispatch, "_torch_modes", a_module_that_runs_out_of_memory(tmp_path, monkeypatch))
+    memory_limit(monkeypatch, None)
+    code, _, err = drive(tiny_session(), ":set lr=0.01")
+    assert err.strip() == "error: line 1: not enough memory to load sweep_bo_heavy (MemoryError); close other programs"
+
+    def unnamed():  # an ImportError that names no module, raised outside any module's import
+        raise ImportError("libfoo.so: failed to map segment from shared object")
+
+    monkeypatch.setattr(dispatch, "_torch_modes", unnamed)
+    code, _, err = drive(tiny_session(), ":set lr=0.01")
+    assert err.startswith("error: line 1: not enough memory to load a library (libfoo.so: failed to map"), err
+    monkeypatch.setattr(dispatch, "resource", None)  # Windows: no ulimit
+    assert "ulimit" not in dispatch.short_of_memory(MemoryError())
 
 
 def test_torchs_library_that_cannot_be_mapped_is_said_as_too_little_memory(monkeypatch):
-    def unmapped():
-        raise ImportError("libtorch_cpu.so: failed to map segment from shared object")
+    def unmapped():  # as the loader raises it: the ImportError names the module it loaded
+        raise ImportError("libtorch_cpu.so: failed to map segment from shared object", name="torch._C")
 
     monkeypatch.setattr(dispatch, "_torch_modes", unmapped)
+    memory_limit(monkeypatch, 2 << 30)
     code, _, err = drive(tiny_session(), ":set lr=0.01")
     assert "internal error" not in err
     assert err.startswith("error: line 1: not enough memory to load torch (libtorch_cpu.so: failed to map segment "
@@ -118,7 +162,8 @@ def test_a_commands_own_import_out_of_memory_is_no_advice_on_batch_size(tmp_path
     monkeypatch.setattr(command, "func", a_module_that_runs_out_of_memory(tmp_path, monkeypatch))
     with pytest.raises(UserError) as e:
         run_command(tiny_session(), command)
-    assert str(e.value).startswith("not enough memory to load torch (MemoryError)")  # was "lower batch_size, ..."
+    # was "lower batch_size, ...", then "to load torch" of a library that was not torch
+    assert str(e.value).startswith("not enough memory to load sweep_bo_heavy (MemoryError)")
 
 
 def test_a_shell_option_out_of_memory_is_one_line(monkeypatch):
@@ -128,6 +173,7 @@ def test_a_shell_option_out_of_memory_is_one_line(monkeypatch):
         raise OSError(errno.ENOMEM, "Cannot allocate memory")
 
     monkeypatch.setattr(cli, "apply_settings", unmapped)
+    memory_limit(monkeypatch, 2 << 30)
     line = assert_one_error_line(invoke("--set", "lr=0.01", "config"))  # was "internal error: OSError: ..."
     assert line.startswith("error: --set: not enough memory (Cannot allocate memory); raise the memory limit")
 

@@ -1,7 +1,11 @@
 r"""A shell's `\ ` (backslash-space) in an option's value: one word, and a path's value read unescaped."""
 
+import os
+from types import SimpleNamespace
+
 import pytest
 
+from minitf_repl import parsing
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core.errors import UserError
 from minitf_repl.parsing import parse_line, prepare_args
@@ -37,3 +41,23 @@ def test_a_setting_given_to_set_names_the_command_with_the_whole_path(spaced_fil
 def test_a_prompts_backslash_space_stays_as_typed():
     _, args = parse_line(":gen a\\ b", REGISTRY)
     assert args["prompt"] == "a\\ b"
+
+
+@pytest.mark.parametrize("line, expected", [
+    (":compare data=C:\\d\\ steps=3", {"data": "C:\\d\\", "steps": 3}),  # was data='C:\\d\\ steps=3'
+    (":gen C:\\dir\\ temperature=0.5", {"prompt": "C:\\dir\\", "temperature": 0.5}),  # the temperature was prompt
+    (":tok a\\ ", {"text": "a\\"}),  # was 'a\\ ', its trailing space kept
+])
+def test_a_backslash_space_joins_no_word_where_the_joined_word_names_nothing(line, expected, tmp_path, monkeypatch):
+    """A word that ends in a backslash before the next was two words before the join, and stays two."""
+    monkeypatch.chdir(tmp_path)
+    assert dict(parse_line(line, REGISTRY)[1]) == expected
+
+
+def test_on_windows_a_backslash_space_joins_nothing(spaced_file, monkeypatch):
+    """Windows' backslashes are the path's (shell_unescaped changes nothing there): `C:\\d\\ steps=3` is two words."""
+    monkeypatch.setattr(parsing, "os", SimpleNamespace(name="nt", path=os.path))  # parsing's alone: pytest's too broke
+    _, args = parse_line(":compare data=C:\\d\\ steps=3", REGISTRY)
+    assert args["data"] == "C:\\d\\" and args["steps"] == 3
+    _, args = parse_line(f":compare data={spaced_file} steps=3", REGISTRY)
+    assert args["data"] == "my\\" and args["steps"] == 3  # as typed, as before the join

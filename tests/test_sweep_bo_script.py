@@ -42,6 +42,62 @@ def test_a_script_line_naming_a_command_without_its_colon_is_refused_with_its_li
     assert "tokens in" not in err  # nor generated text (the :gen speed line)
 
 
+def test_a_script_line_that_starts_with_a_commands_name_but_is_prose_runs_as_text(monkeypatch, tmp_path):
+    """Command names are everyday words: these were refused with a line that failed (`:help me write a poem`: "no
+    command or setting named 'me'"; `:train of thought is`: "takes no text"); as before, they are prompts."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    lines = ["help me write a poem", "train of thought is", "Exit pursued by a bear", "h e l l o"]
+    session = tiny_session(data="pydoc")
+    code, out, err = drive(session, *lines)
+    assert code == 0, err
+    assert "error:" not in err and session.trainer.step == 0
+    assert err.count("a line without ':' is text for the model to continue") == len(lines)  # the old notice, each
+
+
+@pytest.mark.parametrize("line, runs", [
+    ("train", ":train"),  # the bare name alone
+    ("help train", ":help train"),  # its text one of the command's own words
+    ("data sort", ":data sort"),
+    ("checks batch init", ":checks batch init"),
+    ("compare lr=1e-2 lr=3e-3", ":compare lr=1e-2 lr=3e-3"),
+])
+def test_a_script_line_made_of_a_commands_own_words_is_refused_with_its_line(line, runs):
+    code, _, err = drive(tiny_session(data="pydoc"), line)
+    assert code == 1 and f"; {runs} runs it as a command (:gen -- {line} continues it as text)" in err, err
+
+
+@pytest.mark.parametrize("line", ["  train steps=5", "set lr=0.02 ", "set lr=0.02 eval_every=3 batch_size=4 n=20"])
+def test_a_refused_line_the_message_cannot_hold_as_it_is_is_told_to_put_gen_before_it(line):
+    """`:gen -- LINE` with the line clipped ("...") or stripped of its outer spaces, pasted, generated from another
+    prompt."""
+    code, _, err = drive(tiny_session(), line)
+    assert code == 1, err
+    assert err.rstrip().endswith("(put ':gen -- ' before the line to continue it as text)"), err
+    assert "..." not in err
+
+
+def test_a_shell_line_with_minitfs_options_in_a_script_is_refused_with_the_lines_that_run_it():
+    """`minitf --data sort tok 12`, copied from a shell script, ran as text with exit status 0."""
+    session = tiny_session(data="pydoc")
+    code, _, err = drive(session, "minitf --data sort tok 12", "minitf --set=lr=0.02 --set seed=3 train steps=1",
+                         "minitf --debug tok 1", "minitf is a lab")
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 1 and len(errors) == 3, err  # the last is a prompt: `is` names no command
+    assert "these lines run it, each on its own: :data sort, then :tok 12" in errors[0], errors[0]
+    assert ":set lr=0.02, then :set seed=3, then :train steps=1" in errors[1], errors[1]
+    assert "write it as the REPL's lines, each command with its ':'" in errors[2], errors[2]  # no REPL form of --debug
+    assert session.trainer.step == 0 and session.data_spec == "pydoc"
+    assert drive(session, ":data sort", ":tok 12")[0] == 0  # the lines given run
+
+
+def test_transcript_where_no_script_is_read_says_so_on_standard_error(monkeypatch, tmp_path):
+    """`minitf --transcript tok 3` ignored the switch in silence (and so did the REPL at a terminal)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = invoke("--data", "sort", "--transcript", "tok", "12")
+    assert result.exit_code == 0, result.output
+    assert "--transcript prints the lines of a script piped in" in result.stderr and "minitf>" not in result.stdout
+
+
 def test_at_the_prompt_a_shell_line_of_a_command_is_told_how_it_runs_after_its_text():
     out = io.StringIO()
     door = FrontDoor(tiny_session(data="pydoc"), Console(file=out, width=200, color_system=None))
@@ -74,6 +130,19 @@ def test_a_file_given_as_the_command_is_told_to_run_as_a_script(tmp_path, monkey
     assert "lesson.txt is a file, not a command; to run its lines as a script: minitf --data sort < lesson.txt" \
         in line, line
     assert "minitf < nosuch.txt" not in assert_one_error_line(invoke("nosuch.txt"), code=2)  # no file: as before
+    line = assert_one_error_line(invoke("--transcript", "lesson.txt"), code=2)
+    assert line.endswith("minitf --transcript < lesson.txt"), line  # not told of the --transcript it has
+
+
+def test_a_text_file_given_as_the_command_is_told_to_give_it_with_data(tmp_path, monkeypatch):
+    """A training text run as a script made every line a prompt: `minitf "my notes.txt" train` meant --data."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "my notes.txt").write_text("# a play\nTo be or not to be\n:that is the question\n", encoding="utf-8")
+    line = assert_one_error_line(invoke("my notes.txt", "train", "--steps", "2"), code=2)
+    assert line.endswith("to train on its text, give it with --data: minitf --data 'my notes.txt' train --steps 2"), \
+        line
+    assert "script" not in line
 
 
 def test_scripts_are_mentioned_in_help_readme_and_the_commands_page():
@@ -104,6 +173,19 @@ def test_the_set_line_suggested_for_a_setting_runs():
     fixed = shlex.split(line.rpartition(": ")[2])
     assert fixed[:5] == ["minitf", "--data", "sort", "--set", "seed=3"], fixed
     assert invoke(*fixed[1:]).exit_code == 0
+
+
+def test_a_setting_that_rebuilds_the_loaded_model_is_given_the_refusal_of_set_not_a_set_line(monkeypatch, tmp_path):
+    """`minitf --load autosave --set d_model=64 tok 1`, the line it gave, failed: "would rebuild the model loaded"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    line = assert_one_error_line(invoke("--load", "autosave", "--d-model", "64", "tok", "1"), code=2)
+    assert line.endswith("--d-model is a setting, not an option; a setting goes with --set before the command, and "
+                         "d_model would rebuild the model loaded from autosave and reset its weights; leave it out to "
+                         "use its weights (minitf --load autosave tok 1), or leave out --load to start a new model "
+                         "(minitf --set d_model=64 tok 1)"), line
+    # a setting that changes no weight still gets its --set line after --load
+    line = assert_one_error_line(invoke("--load", "autosave", "--lr", "0.1", "tok", "1"), code=2)
+    assert line.endswith("minitf --load autosave --set lr=0.1 tok 1"), line
 
 
 def test_a_setting_typed_as_an_option_with_a_value_it_cannot_take_says_both():

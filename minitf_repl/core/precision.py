@@ -236,12 +236,28 @@ def raised_warning(exc: BaseException) -> Warning | None:
 def warning_filter() -> tuple[str, str]:
     """(where, how to lift it) of the warning filter that turns warnings into errors in this process: the
     environment's (PYTHONWARNINGS, which Python copies into sys.warnoptions too), the command line's (-W), else one the
-    program set itself (warnings.filterwarnings)."""
-    if value := os.environ.get("PYTHONWARNINGS", "").strip():
-        return f"PYTHONWARNINGS={value}", "unset PYTHONWARNINGS"
-    if sys.warnoptions:
-        return f"python -W {' -W '.join(sys.warnoptions)}", "run python without -W"
+    program set itself (warnings.filterwarnings). Only an entry whose action is `error` is blamed: one that ignores
+    warnings (PYTHONWARNINGS=ignore::DeprecationWarning) was told to go where another filter made the error. The fix
+    is a start without it: a running minitf cannot unset its own environment."""
+    environment = [entry for entry in os.environ.get("PYTHONWARNINGS", "").split(",") if _raises(entry)]
+    if environment:
+        value = ",".join(entry.strip() for entry in environment)
+        return f"PYTHONWARNINGS={value}", f"start minitf again without PYTHONWARNINGS={value}"
+    options = list(sys.warnoptions)
+    for entry in os.environ.get("PYTHONWARNINGS", "").split(","):  # the environment's, copied there: not -W's
+        if entry.strip() in options:
+            options.remove(entry.strip())
+    if given := [option for option in options if _raises(option)]:
+        flags = " ".join(f"-W {option}" for option in given)
+        return f"python {flags}", f"start minitf again without {flags}"
     return 'warnings.filterwarnings("error") in this program', "leave compile warnings out of that filter"
+
+
+def _raises(entry: str) -> bool:
+    """Whether a warning filter's entry (`action:message:category:module:lineno`) turns warnings into errors: its
+    action is `error`, which Python takes from any start of the word (`e`, `err`)."""
+    action = entry.split(":", 1)[0].strip()
+    return bool(action) and "error".startswith(action)
 
 
 def is_compile_failure(exc: BaseException) -> bool:
