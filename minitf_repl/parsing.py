@@ -818,8 +818,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 rest = [raw[t.start:t.end] if raw is not None and t.start is not None else t.text
                         for j, t in enumerate(tokens) if j != i - 1]  # the line as typed, but that word
                 refuse_a_setting(cmd, norm, value, registry, rest)
+                # not for a path (`:report x.html bogus=1`): quoted, the word was then refused as a page's name
                 if (positional is not None and not is_long and not cmd.pairs and not positional.choices
-                        and not positional.several):
+                        and not positional.several and not positional.path):
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
                 raise
         if value == "" and not param.blank:  # `lr= 0.1`: the value after a space read as text ("got ''")

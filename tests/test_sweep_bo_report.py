@@ -103,3 +103,16 @@ def test_a_hugging_face_folder_is_named_on_the_page_by_its_last_name():
     said = _on_page("the weights came from hf:/home/teacher/models/gpt2, trained elsewhere", session)
     assert said == "the weights came from hf:gpt2, trained elsewhere"
     assert _on_page("hf:gpt2", session) == "hf:gpt2" and _on_page(None, session) is None
+
+
+def test_an_unknown_option_of_report_is_not_told_to_be_quoted_as_its_path():
+    """`:report x.html bogus=1` was told `quote it: :report "bogus=1"`, which then failed as a page's name."""
+    import pytest
+
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.parsing import parse_line
+
+    with pytest.raises(UserError) as caught:
+        parse_line(":report x.html bogus=1", REGISTRY)
+    assert "quote it" not in str(caught.value) and "text" in str(caught.value)
