@@ -204,3 +204,12 @@ def test_the_views_of_a_model_that_never_trained_say_so_as_gen_does(line):
     run(session, ":train steps=1")
     trained = run(session, line)
     assert not trained.untrained and "has not trained yet" not in plain(trained, width=200)
+
+
+def test_a_lesson_with_a_line_that_lacks_its_colon_is_still_a_script(tmp_path, monkeypatch):
+    """One `train steps=5` among a lesson's lines made `minitf lesson.txt` say "to train on its text, give it with
+    --data": the file is a script whose one line the script then refuses with its fix."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lesson.txt").write_text("# lesson 1\n:data sort\ntrain steps=5\n:tok 12\n", encoding="utf-8")
+    line = assert_one_error_line(invoke("lesson.txt"), code=2)
+    assert "to run its lines as a script: minitf < lesson.txt" in line, line
