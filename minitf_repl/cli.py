@@ -1382,7 +1382,9 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
             # a checkpoint saved after a switch of data that kept the model, before any step on it (a model kept
             # by a rebuild, say): its weights trained on none of its data, and "was trained on" it was false
             unread = 0 < session.trainer.step <= session.data_since_step
-            if result.data_missing is None and not unread:
+            # data found beside the checkpoint where its saved path names none (data_saved) is taken as gone: --data
+            # takes its place, as before the lookup (it was refused, naming the path found as the one it trained on)
+            if result.data_missing is None and result.data_saved is None and not unread:
                 raise UserError(
                     f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
                     f"(the checkpoint brings its data), or switch after the load with train's own: "
@@ -1399,16 +1401,18 @@ def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
     from .commands.shared import load_checked, switch_data
 
     data = load_checked(session, spec)
+    why = ("is not where it was saved" if result.data_saved is not None else
+           "is not available" if result.data_missing is not None else "came in after its last step")
+    saved = result.data_saved or result.data_spec  # the path it trained on, not the file of its text found elsewhere
     if session.rebuild_needed(data=data):
-        why = "is not available" if result.data_missing is not None else "came in after its last step"
-        raise UserError(f"checkpoint {result.name}'s data ({result.data_spec}) {why}, and {spec} has "
+        raise UserError(f"checkpoint {result.name}'s data ({saved}) {why}, and {spec} has "
                         "another vocabulary, which would need a new model; give data of the same vocabulary, or "
                         "leave out --load to train a new model on it")
     switch_data(session, spec, data)
     if not quiet:
-        why = "is not available" if result.data_missing is not None else "came in after its last step"
-        say(_stderr(), f"--load: {result.name}'s data {result.data_spec} {why}: it goes on with {spec}", "yellow")
-    result.data_missing, result.data_spec = None, spec  # as the REPL's greeting shows it: the data is there now
+        say(_stderr(), f"--load: {result.name}'s data {saved} {why}: it goes on with {spec}", "yellow")
+    # as the REPL's greeting shows it: the data is there now
+    result.data_missing, result.data_spec, result.data_saved = None, spec, None
 
 
 @contextlib.contextmanager

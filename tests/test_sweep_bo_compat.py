@@ -61,6 +61,48 @@ def test_a_one_expert_mixture_of_the_gate_of_1_gives_no_stale_val_loss_even_save
         load_model("moe", tmp_path)  # was silent
 
 
+def test_a_save_of_a_gate_of_1_model_before_any_step_still_says_it_was_never_adapted(tmp_path):
+    _old_top1(tmp_path)
+    session = tiny_session()
+    run(session, f":set checkpoint_dir={tmp_path}")
+    run(session, ":load moe")
+    run(session, ":save again")  # its weights are still the gate of 1's: nothing trained them since
+    meta = json.loads((tmp_path / "again" / "checkpoint.json").read_text())
+    # was moe_top1_gate: probability, format 2, and no notice on any later load
+    assert "moe_top1_gate" not in meta and meta["format_version"] == 1, meta
+    heard, fresh = Recorder(), tiny_session()
+    run(fresh, f":set checkpoint_dir={tmp_path}")
+    assert run(fresh, ":load again", heard).gated_by_one
+    assert any(n.startswith("again was saved when a mixture of one expert a token gated by 1") and "adapts it" in n
+               for n in heard.notices), heard.notices
+    run(fresh, ":train steps=1")  # a step with the gate of now: the save says so
+    run(fresh, ":save again")
+    meta = json.loads((tmp_path / "again" / "checkpoint.json").read_text())
+    assert meta["moe_top1_gate"] == "probability" and meta["format_version"] == 2, meta
+    again = tiny_session()
+    run(again, f":set checkpoint_dir={tmp_path}")
+    assert not run(again, ":load again").gated_by_one
+
+
+def test_an_autosave_with_a_newer_minitfs_model_setting_keeps_its_step_and_steps_left(tmp_path):
+    """What a rotation says of the autosave it drops (store._step_and_val): ModelConfig.from_dict refuses a setting
+    it does not know, and every value read None, the steps its stopped run had left with them."""
+    from minitf_repl.core.checkpoint.store import _step_and_val
+
+    session = tiny_session(eval_every=100)
+    run(session, f":set checkpoint_dir={tmp_path}")
+    run(session, ":train steps=10 save=later", Recorder(stop_after=3))
+    _rewrite(tmp_path / "later", lambda m: m["model_config"].update(a_later_setting=1))
+    step, _, data, vocab, causal, left = _step_and_val(tmp_path / "later")
+    assert (step, data, vocab, causal, left) == (3, "sort:4", session.data.tokenizer.vocab_size, True, 7)
+    # a one-expert mixture read from its settings as saved: of the gate of 1, no val loss; of the gate of now, its own
+    _old_top1(tmp_path)
+    _rewrite(tmp_path / "moe", lambda m: m["model_config"].update(a_later_setting=1))
+    assert _step_and_val(tmp_path / "moe")[:2] == (3, None)
+    _rewrite(tmp_path / "moe", lambda m: m.update(moe_top1_gate="probability", format_version=2))
+    assert _step_and_val(tmp_path / "moe")[1] is not None
+
+
 def test_a_one_expert_mixture_is_written_as_a_format_older_minitfs_refuse(tmp_path):
     from minitf_repl.core.checkpoint import list_checkpoints, load_checkpoint
     from minitf_repl.core.errors import CheckpointError
@@ -76,10 +118,14 @@ def test_a_one_expert_mixture_is_written_as_a_format_older_minitfs_refuse(tmp_pa
     # word; it refuses any format above 1 ("written by a newer minitf: upgrade minitf")
     assert version["moe"] == 2 and version["dense"] == 1, version
     assert load_checkpoint(tmp_path, "moe").meta["moe_top1_gate"] == "probability"  # this minitf reads it as 1
-    _rewrite(tmp_path / "dense", lambda m: m.update(format_version=2))  # format 2 is the gate's only
-    with pytest.raises(CheckpointError, match=r"dense was written by a newer minitf \(format 2"):
-        load_checkpoint(tmp_path, "dense")
     assert [row.error is None for row in list_checkpoints(tmp_path) if row.name == "moe"] == [True]
+    _rewrite(tmp_path / "dense", lambda m: m.update(format_version=2))  # format 2 is the gate's only
+    with pytest.raises(CheckpointError, match=r"dense was written by a newer minitf \(format 2, this one reads 1\)"):
+        load_checkpoint(tmp_path, "dense")
+    _rewrite(tmp_path / "moe", lambda m: m.update(format_version=3))  # past both: it names both (was "reads 1")
+    with pytest.raises(CheckpointError, match=r"moe was written by a newer minitf \(format 3, this one reads 1, and 2 "
+                                              r"for a mixture of one expert a token\): upgrade minitf$"):
+        load_checkpoint(tmp_path, "moe")
 
 
 def test_the_gate_notice_from_the_shell_names_a_line_that_adapts_the_loaded_model(tmp_path):

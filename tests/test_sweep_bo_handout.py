@@ -11,6 +11,7 @@ from test_cli import assert_one_error_line, invoke
 from test_commands import TEXT, Recorder, run, tiny_session
 
 from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.dispatch import to_json
 from minitf_repl.core.errors import DataError, UserError
 
 
@@ -82,6 +83,16 @@ def test_a_moved_checkpoints_data_is_found_beside_it_by_its_digest(tmp_path, mon
     assert data.text == TEXT
 
 
+def test_a_file_found_under_the_current_folder_is_not_said_found_here(tmp_path, monkeypatch):
+    was, moved = _moved_course(tmp_path, monkeypatch)
+    monkeypatch.chdir(moved.parent)  # the folder above the course: the file is under it, not in it
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(moved / "checkpoints"))
+    said = Recorder()
+    run(tiny_session(), ":load fromfile", said)
+    # was "found here as ./course2/poem.txt"
+    assert said.notices == [f"fromfile's data, {was}, found as ./course2/poem.txt (the same text)"], said.notices
+
+
 def test_a_file_of_the_name_with_another_text_is_not_taken(tmp_path, monkeypatch):
     _, moved = _moved_course(tmp_path, monkeypatch)
     (moved / "poem.txt").write_text(TEXT.upper(), encoding="utf-8")
@@ -108,6 +119,52 @@ def test_without_a_digest_the_file_of_its_name_is_offered_not_taken(tmp_path, mo
     line = assert_one_error_line(invoke("--load", "fromfile", "train", "--steps", "1"))
     assert "; minitf --load fromfile --data ./poem.txt reads it in its place" in line, line
     assert invoke("--load", "fromfile", "--data", "./poem.txt", "train", "--steps", "1").exit_code == 0
+
+
+def test_the_lookup_says_it_reads_a_large_file_and_builds_no_corpus_of_it(tmp_path, monkeypatch):
+    """A 190 MiB poem.txt of another text made `minitf load` take 14 s instead of 4, silently: each candidate was
+    read into a whole corpus, and the one found read so twice."""
+    from minitf_repl.core import data as core_data
+
+    _, moved = _moved_course(tmp_path, monkeypatch)
+    monkeypatch.setattr(core_data, "SLOW_FILE_BYTES", 100)  # TEXT's 1,044 bytes count as a large file
+    built, load_data = [], core_data.load_data
+    monkeypatch.setattr(core_data, "load_data",
+                        lambda spec, *a, **k: built.append(str(spec)) or load_data(spec, *a, **k))
+    said = Recorder()
+    assert run(tiny_session(), ":load fromfile", said).data_missing is None
+    assert said.notices[0].startswith("fromfile's data is not where it was saved; reading poem.txt ("), said.notices
+    assert said.notices[1].startswith("fromfile's data, "), said.notices
+    assert built.count(str(moved / "poem.txt")) == 1  # read whole once, by the load: the lookup hashes its text
+    (moved / "poem.txt").write_text(TEXT.upper(), encoding="utf-8")  # another text: hashed, never built
+    built.clear()
+    assert "holds another text" in run(tiny_session(), ":load fromfile").data_missing
+    assert str(moved / "poem.txt") not in built
+
+
+def test_a_load_that_found_its_data_beside_it_keeps_the_path_it_was_saved_with(tmp_path, monkeypatch):
+    """What the shell's `--load NAME --data OTHER` needs to take the saved data as gone (cli.load_checkpoint)."""
+    was, moved = _moved_course(tmp_path, monkeypatch)
+    result = run(tiny_session(), ":load fromfile")
+    assert result.data_spec == str(moved / "poem.txt") and result.data_saved == str(was)
+    assert "data_saved" not in to_json(result)  # the shell's, not the JSON's
+    (moved / "poem.txt").unlink()  # not found: read as saved (its vocabulary alone), nothing to say of it
+    assert run(tiny_session(), ":load fromfile").data_saved is None
+
+
+def test_load_with_other_data_where_its_own_was_found_beside_it_goes_on_with_the_other(tmp_path, monkeypatch):
+    """The reviewer's case: in a moved course folder, `--load fromfile --data poem2.txt` was refused with "checkpoint
+    fromfile was trained on '.../course2/poem.txt'", a path it never trained on; with the data gone, --data had taken
+    its place."""
+    was, moved = _moved_course(tmp_path, monkeypatch)
+    (moved / "poem2.txt").write_text(TEXT[::-1], encoding="utf-8")  # the same characters, another text
+    ran = invoke("--load", "fromfile", "--data", "poem2.txt", "gen", "the", "--n", "2")
+    assert ran.exit_code == 0, ran.output
+    assert f"--load: fromfile's data {was} is not where it was saved: it goes on with poem2.txt" in ran.stderr, \
+        ran.stderr
+    # the file found itself, named by --data, is no other data: no switch, no refusal
+    ran = invoke("--load", "fromfile", "--data", "poem.txt", "gen", "the", "--n", "2")
+    assert ran.exit_code == 0 and "goes on with" not in ran.stderr, ran.output
 
 
 def test_the_report_names_a_files_data_by_its_file_name(tmp_path, monkeypatch):

@@ -7,10 +7,10 @@ from rich.console import Console
 from rich.text import Text
 
 from minitf_repl.commands import REGISTRY
-from minitf_repl.commands.inside import ScoreResult, beats_counter
+from minitf_repl.commands.inside import ScoreResult
 from minitf_repl.dispatch import json_document
 from minitf_repl.render import render
-from test_commands import run, tiny_session
+from test_commands import run, text_file, tiny_session  # noqa: F401 (text_file: a fixture)
 from test_render import plain, text_of
 
 
@@ -95,13 +95,26 @@ def test_checks_name_the_pass_mark_of_blind_and_overfit_where_they_pass():
 
 
 # --- 5. :score --json: the positions its marks flag -------------------------------------------------------------
-def test_score_json_lists_the_losses_above_uniform_and_the_positions_ahead_of_the_counter():
-    result = run(tiny_session(), ":score 1234=1234 counter=2")
-    doc = json_document(REGISTRY["score"], result)
-    n = len(result.losses)
-    assert doc["above_uniform"] == [result.counted[t] and result.losses[t] > result.uniform for t in range(n)]
-    assert doc["beats_counter"] == [beats_counter(result, t) for t in range(n)]
-    assert json_document(REGISTRY["score"], run(tiny_session(), ":score 1234=1234"))["beats_counter"] is None
+def test_score_json_lists_the_losses_above_uniform_and_the_positions_ahead_of_the_counter(monkeypatch, text_file):
+    """The model's and the counter's losses set by hand: the positions each list flags are known (the test compared
+    the lists with the functions that filled them, on an untrained model, which no mistake in them could fail)."""
+    import dataclasses
+
+    from minitf_repl.core import inside, ngram
+
+    model = [0.1, 5.0, 0.2, 4.0, 0.3, 0.1, 6.0, 0.05]  # the text's 8 predictions; ln V is 3.43 for its 31 characters
+    counting = [3.0] * 8
+    scored = inside.teacher_forcing
+    monkeypatch.setattr(inside, "teacher_forcing", lambda *a: dataclasses.replace(
+        scored(*a), losses=model, target_probs=[math.exp(-v) for v in model]))
+    monkeypatch.setattr(ngram, "counter_losses", lambda *a: counting)
+    session = tiny_session(text_file)
+    doc = json_document(REGISTRY["score"], run(session, ":score thequickb counter=2"))
+    assert math.log(session.data.tokenizer.vocab_size) == doc["uniform"] < 4.0
+    assert doc["above_uniform"] == [False, True, False, True, False, False, True, False]
+    # ahead: from t = 1 (the counter of order 2 reads one token), sure of it (p >= 0.2) and 1.0 or more below 3.0
+    assert doc["beats_counter"] == [False, False, True, False, True, True, False, True]
+    assert json_document(REGISTRY["score"], run(session, ":score thequickb"))["beats_counter"] is None
 
 
 def test_compare_stars_each_bands_lowest_under_no_color_on_a_terminal_too():

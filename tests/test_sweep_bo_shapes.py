@@ -37,6 +37,31 @@ def test_compare_offers_split_contenders_joined_in_a_line_that_runs():
     assert "one contender with both" not in str(alone.value)
 
 
+def test_compare_offers_no_join_that_the_text_refuses_again(tmp_path):
+    """A reviewer's case: on a 270-character text (a val split of 27), `max_seq_len=200 lr=0.01` offered
+    `current max_seq_len=200,lr=0.01`, whose window the text refuses as it refused the first; and the fix's line, glued
+    after the join's, set the window the contender's own 200 overrides."""
+    path = tmp_path / "tiny.txt"
+    path.write_text("abcdefgh \n" * 27, encoding="utf-8")
+    session = tiny_session(str(path))  # a window of 32: too long for this text
+    # a refused current is joined to nothing: the session's window is too long, whatever joins it
+    with pytest.raises(UserError) as current:
+        run(session, ":compare current lr=0.01 steps=5")
+    assert str(current.value).startswith("contender current: ") and "one contender with both" not in str(current.value)
+    assert current.value.fix == {"max_seq_len": 26}  # the session's window is current's: its fix stays
+    run(session, SMALL)  # a window of 8: the session's own fits
+    with pytest.raises(UserError) as refused:
+        run(session, ":compare max_seq_len=200 lr=0.01 steps=5")
+    said = str(refused.value)
+    assert said.startswith("contender max_seq_len=200: ") and "one window needs max_seq_len + 1 = 201" in said
+    assert "one contender with both" not in said
+    assert refused.value.fix == {}  # `:set max_seq_len=26` leaves this contender at 200
+    # nor is a refused contender joined to current (`current,max_seq_len=200,lr=0.01` is the same contender)
+    with pytest.raises(UserError) as after_current:
+        run(session, ":compare current max_seq_len=200,lr=0.01 steps=5")
+    assert "one contender with both" not in str(after_current.value)
+
+
 def test_too_short_text_keeps_the_window_it_has(tmp_path):
     path = tmp_path / "tiny.txt"
     path.write_text("the quick brown fox jumps over it.", encoding="utf-8")  # 34 characters: a val split of 4
@@ -87,7 +112,8 @@ def test_a_view_whose_result_says_the_cut_gives_no_notice_of_it_too(text_session
     assert hooks.notices == ["the prompt is longer than max_seq_len=4; reading its last 4 characters"]
 
 
-@pytest.mark.parametrize("line", [":grad abcdefghij", ":kv abcdefg n=4", ":attn abcdefgh", ":qkv abcdefgh", ":ln abcdefgh"])
+@pytest.mark.parametrize("line", [":grad abcdefghij", ":kv abcdefg n=4", ":attn abcdefgh", ":qkv abcdefgh",
+                                  ":ln abcdefgh"])
 def test_views_say_a_cut_prompt_once(line, text_session):
     """Each view whose output ends with "... went unread" gives no notice of the same cut before it."""
     run(text_session, ":set n_embd=8 n_head=1 n_layer=1 block_size=4")

@@ -332,8 +332,9 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
 def _map_bytes(model, ledger: dict) -> int:
     """Bytes of the attention maps the ledger's activations count and training's fast path does not keep, at the
     ledger's batch and T: the readable forward's explicit attention keeps each head's row of T weights a position
-    in every layer (MultiHeadSelfAttention.activation_floats), the fused kernel one log-sum-exp in its place. None
-    where the readable forward is fused itself (attention=sdpa). A fixed "a tenth less at T=64" was said at any T."""
+    in every layer (MultiHeadSelfAttention.activation_floats), the fused kernel one log-sum-exp in its place. 0
+    where the readable forward is fused itself (attention=sdpa: no layer counts a map), and at T=1 (a row of one
+    weight is its log-sum-exp). A fixed "a tenth less at T=64" was said at any T."""
     B, T = ledger["batch_size"], ledger["seq_len"]
     heads = sum(block.attn.n_heads for block in model.blocks if not block.attn.use_sdpa)
     return B * T * heads * (T - 1) * next(model.parameters()).element_size()

@@ -241,6 +241,10 @@ class LoadResult:
     # saved by name (`:save`, `save=`), not an autosave: a stopped run of it goes on into that name with `save=` (a
     # plain :train continues it into autosave, where it pushed a better run out)
     named: bool = field(default=False, metadata={"view_only": True})
+    # the data's path as saved, where that file is gone and data_spec names the file of the same text found beside
+    # the checkpoint (_data_beside); None: read where saved. The shell's `--load NAME --data OTHER` takes the data as
+    # gone then, and OTHER in its place, as before the lookup (it was refused, naming a path it never trained on)
+    data_saved: str | None = field(default=None, metadata={"view_only": True})
 
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
@@ -296,7 +300,9 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
             gated_by_one = values.gated_by_one(checkpoint.meta, checkpoint.model_config)
             if gated_by_one:
                 reporter.notice(_gate_changed(name, checkpoint))
+            saved_spec = checkpoint.data_spec
             checkpoint, not_taken = _data_beside(checkpoint, reporter)
+            data_saved = saved_spec if checkpoint.data_spec != saved_spec else None
             data = _checkpoint_data(session, checkpoint)
             if not_taken is not None and isinstance(data, VocabOnly):  # why the file of its name was not read
                 data = VocabOnly(data.name, data.tokenizer, data.spec, *not_taken)
@@ -356,7 +362,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         gated_by_one=gated_by_one, train_changed=_changed(before, session.train_config),
         model_changed=_changed(model_before, session.model_config, in_place=True),
         kept=kept, kept_step=kept_step if kept else None, kept_why=kept_why if kept else None,
-        trained_dtype=trainer.trained_dtype, named=origin.get("kind") == "save",
+        trained_dtype=trainer.trained_dtype, named=origin.get("kind") == "save", data_saved=data_saved,
         tokenizer=session.data.tokenizer.describe() if session.data.tokenizer.unit != "character" else None,
     )
 
@@ -629,13 +635,14 @@ def _data_beside(checkpoint, reporter: Reporter):
     it is given (the load's data line, and the stand-in's refusal to train)."""
     from ..core.checkpoint import data_found_elsewhere
 
-    found = data_found_elsewhere(checkpoint)
+    found = data_found_elsewhere(checkpoint, reporter.notice)
     if found is None:
         return checkpoint, None
     path, same = found
     shown = _shown_path(path)
     if same:
-        here = "here " if shown.startswith(os.curdir + os.sep) else ""  # beside the checkpoints, not under the folder
+        # in the current folder itself: ./student/course 2/poem.txt, beside the checkpoints, was "found here" too
+        here = "here " if os.path.dirname(shown) == os.curdir else ""
         reporter.notice(f"{checkpoint.name}'s data, {clip(checkpoint.data_spec, 200)}, found {here}as {shown} (the "
                         "same text)")
         return dataclasses.replace(checkpoint, data_spec=str(path)), None

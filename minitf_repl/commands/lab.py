@@ -149,9 +149,15 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
         except UserError as e:  # say which contender: its settings are not the session's
             kind = type(e) if type(e).__init__ is UserError.__init__ else UserError
             said = str(e).removeprefix(f"{label}: ")  # a setting's error that opens with the label names it once
-            joined = None if "vs" in (args["contenders"] or "").split() else _joined(session, groups, at, data, own)
+            joined = (None if "vs" in (args["contenders"] or "").split() else
+                      _joined(session, groups, at, data, every, readings, own))
             both = f"; one contender with both: {joined}" if joined else ""
-            raise kind(f"contender {label}: {said}{both}", fix=e.fix) from None
+            # the front end puts a fix's line after a colon at the end: after the join's line it read as part of it.
+            # A fix of a setting the contender gives itself is no way on: `--set max_seq_len=26 compare
+            # max_seq_len=200 ...` was refused again, the contender's 200 over the session's 26
+            own_keys = {SET.find_param(p.partition("=")[0].strip()).name for p in pairs if not _is_current([p])}
+            fix = None if joined or own_keys & set(e.fix) else e.fix
+            raise kind(f"contender {label}: {said}{both}", fix=fix) from None
     _say_warm_up(contenders, steps, reporter)
     say_emulated([c.train_config.dtype for c in contenders], session.device, reporter)
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
@@ -262,25 +268,36 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
     return Contender(label, model, train, reading if reading is not data else None, built)
 
 
-def _joined(session: Session, groups: list[tuple[str, list[str]]], at: int, data, own: dict) -> str | None:
+def _joined(session: Session, groups: list[tuple[str, list[str]]], at: int, data, every: int, readings: dict,
+            own: dict) -> str | None:
     """The line that runs where the refused contender `at` (its index), joined by a comma with another of the line,
     would be taken: `:compare n_heads=3 d_model=18` is two contenders, where one with both was likely meant (the
     refusal of n_heads=3 alone on d_model=16 gave no way on, where :set's gave the pair). The others stay as typed,
-    with `current` first where one contender would be left (compare needs two); None where no other makes it valid."""
+    with `current` first where one contender would be left (compare needs two); None where no other makes it valid.
+    The joined contender passes every check _contender makes, the text's window and the memory's too (a join that
+    only checked the settings offered `max_seq_len=200,lr=0.01`, refused again for the same too-short text); `current`
+    is joined to nothing (`current,max_seq_len=200` is the setting alone, and a refused current stays refused)."""
+    if _is_current(groups[at][1]):
+        return None
     for k in range(len(groups)):
-        if k == at:
+        if k == at or _is_current(groups[k][1]):
             continue
         first, second = sorted((at, k))  # joined in the line's order, as typed
+        label = f"{groups[first][0]},{groups[second][0]}"
         together = [*groups[first][1], *groups[second][1]]
         try:
             _check_pairs(groups[at][0], together)  # a key both set is no join
-            _contender_configs(session, together, data)
+            _contender(session, label, together, data, every, readings, Reporter())  # its notices are not this run's
         except UserError:
             continue
-        words = [f"{groups[first][0]},{groups[second][0]}" if i == first else g
-                 for i, (g, _) in enumerate(groups) if i != second]
+        words = [label if i == first else g for i, (g, _) in enumerate(groups) if i != second]
         return cmd("compare", " ".join(words if len(words) > 1 else ["current", *words]), **own)
     return None
+
+
+def _is_current(pairs: list[str]) -> bool:
+    """Whether a contender is the session's settings as they are (`current`, or `base`, as _check_pairs reads it)."""
+    return any(pair.lower() in ("current", "base") for pair in pairs)
 
 
 def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session, own: dict) -> None:

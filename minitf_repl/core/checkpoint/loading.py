@@ -30,6 +30,7 @@ from ..words import count
 from .layout import Checkpoint, MANIFEST, checkpoint_path, damaged, held_elsewhere
 from .manifest import HISTORY_LATER, tied_aliases
 from .reads import read_data_file, read_manifest, read_manifest_bytes
+from .values import GATE_OF_ONE_STEP
 from .values import check_loadable, check_manifest_values, gated_by_one  # noqa: F401 (names of this module before)
 
 
@@ -372,6 +373,8 @@ def build_model(checkpoint: Checkpoint) -> MiniTransformerLM:
         model.load_state_dict(checkpoint.model_state, strict=True)
     except RuntimeError as e:
         raise CheckpointError(f"{checkpoint.path}: the weights do not fit the model ({e}); this checkpoint cannot be used") from None
+    if gated_by_one(checkpoint.meta, checkpoint.model_config):  # a save before a step keeps saying so (store)
+        setattr(model, GATE_OF_ONE_STEP, checkpoint.trainer_state["step"])
     return model
 
 
@@ -551,7 +554,7 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
     return data
 
 
-def data_found_elsewhere(checkpoint: Checkpoint) -> tuple[Path, bool | None] | None:
+def data_found_elsewhere(checkpoint: Checkpoint, notice=None) -> tuple[Path, bool | None] | None:
     """Where the file a checkpoint's data names is not there: a file of its name in the current folder, in the folder
     of checkpoints that holds it, or in the folder above that, as (its absolute path, whether it holds the text the
     model trained on). A lesson handed out with its text beside it named the teacher's absolute path, which no
@@ -559,8 +562,16 @@ def data_found_elsewhere(checkpoint: Checkpoint) -> tuple[Path, bool | None] | N
 
     True: the text's SHA-256 is the manifest's data_sha256; None: the manifest keeps no digest (an older minitf's), so
     whether it is the same text is the user's to say; False: each such file holds another text. None where the saved
-    path names a file, or is no file's (built-in data, a Hugging Face folder), or no file of its name is there."""
-    from ..data import CORPORA, TASKS, load_data
+    path names a file, or is no file's (built-in data, a Hugging Face folder), or no file of its name is there.
+
+    Each candidate's text is read and hashed alone, with no corpus built (a tenth of load_data's time: a 190 MiB file
+    of another text took 10 s more, for nothing); the one found is then read once, by checkpoint_data. `notice(text)`
+    is told before a large file is read (data.reading_notice): the load was silent for those seconds. No size rules a
+    candidate out before it is read: the manifest keeps no length of the text, and a file's bytes do not give the
+    text's (its line endings read as "\n", a byte-order mark dropped, UTF-16)."""
+    import hashlib
+
+    from ..data import CORPORA, TASKS, read_text_file, reading_notice
     from ..hf import PREFIX
 
     spec = checkpoint.data_spec
@@ -581,8 +592,11 @@ def data_found_elsewhere(checkpoint: Checkpoint) -> tuple[Path, bool | None] | N
             continue
         if saved is None:
             return candidate, None
+        if notice is not None and (said := reading_notice(str(candidate))) is not None:
+            notice(f"{checkpoint.name}'s data is not where it was saved; {said}")
         try:
-            if load_data(str(candidate)).digest == saved:
+            # the digest a corpus keeps (data.TextCorpus.digest): of the text as load_data reads it
+            if hashlib.sha256(read_text_file(candidate).encode("utf-8", errors="surrogatepass")).hexdigest() == saved:
                 return candidate, True
         except UserError:  # not text, unreadable: not the file it trained on
             continue

@@ -185,8 +185,13 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise damaged(f"{where} has no valid format_version (corrupted)")
     if version > FORMAT_VERSION and (version != GATE_FORMAT_VERSION or manifest.get("moe_top1_gate") is None):
+        # past 2, both formats this one reads: "this one reads 1" of format 3 was false of a one-expert mixture's
+        # format 2. A format 2 without the gate is no mixture's: of it, this one reads 1.
+        reads = (f"{FORMAT_VERSION}, and {GATE_FORMAT_VERSION} for a mixture of one expert a token"
+                 if version > GATE_FORMAT_VERSION else f"{FORMAT_VERSION}")
         raise CheckpointError(
-            f"{where.parent.name} was written by a newer minitf (format {version}, this one reads {FORMAT_VERSION}): upgrade minitf"
+            f"{where.parent.name} was written by a newer minitf (format {version}, this one reads {reads}): upgrade "
+            "minitf"
         )
     # The checksum covers the values; the exact-text comparison covers what parsing forgets (a float's
     # 17th digit, say), so that any changed byte is caught.

@@ -25,7 +25,6 @@ import torch
 
 from .. import __version__
 from ..catalog import unkept_path
-from ..config import ModelConfig
 from ..device import mps_here
 from ..errors import CheckpointError
 from ..model import MiniTransformerLM, require_model
@@ -39,7 +38,16 @@ from .manifest import (encode_manifest, encode_model, encode_state, encoded_here
                        meta_sha256)
 from .reads import (holding, open_regular, origin_kind, read_manifest, read_manifest_bytes, read_open,
                     rotation_owns, same_model)
-from .values import TOP1_GATE, own_evaluation
+from .values import GATE_OF_ONE_STEP, TOP1_GATE, own_evaluation
+
+
+def gate_of_now(model: MiniTransformerLM, trainer) -> bool:
+    """Whether `model` is a mixture of one expert a token whose weights are of the gate of now, the chosen expert's
+    probability: not one loaded gated_by_one with no training step since (loading.build_model marks it). Its save
+    before a :train wrote the key, as format 2, for weights trained with the gate of 1 alone, and its later loads
+    said nothing of the change; it stays format 1, without the key, and they say it."""
+    config = model.config
+    return config.is_moe and config.experts_per_token == 1 and getattr(model, GATE_OF_ONE_STEP, None) != trainer.step
 
 
 class NameTaken(CheckpointError):
@@ -137,7 +145,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         # a mixture of one expert a token gates by that expert's probability (core/experts.py) since this key was
         # kept; a load of one saved before, whose gate was 1, says its outputs changed (values.gated_by_one). An
         # older minitf would read past the key: the manifest is format 2 then, which it refuses (format_version_of)
-        **({"moe_top1_gate": TOP1_GATE} if model.config.is_moe and model.config.experts_per_token == 1 else {}),
+        **({"moe_top1_gate": TOP1_GATE} if gate_of_now(model, trainer) else {}),
         **({"weights_from": _shown(weights_from)} if weights_from else {}),
         **({"data_since_step": data_since_step} if data_since_step else {}),
         # the step at which the model's function changed with its weights kept (causal=on/off): the losses before it
@@ -759,8 +767,9 @@ def _step_and_val(path: Path) -> tuple:
     try:
         manifest = json.loads(read_manifest_bytes(path / MANIFEST))
         model = manifest["model_config"]
-        # a one-expert mixture of the gate of 1: no loss of the model as it computes now (values.measured_since)
-        evaluated = own_evaluation(manifest, ModelConfig.from_dict(model), manifest["trainer"]["history"])
+        # a one-expert mixture of the gate of 1: no loss of the model as it computes now (values.measured_since).
+        # The settings as read, not a ModelConfig: one of a newer minitf's holds a setting it refuses
+        evaluated = own_evaluation(manifest, model, manifest["trainer"]["history"])
         return (int(manifest["trainer"]["step"]), float(evaluated["val_loss"]) if evaluated else None,
                 str(manifest["data_spec"]), int(model["vocab_size"]), bool(model.get("causal", True)),
                 int(steps_left(manifest["trainer"])))

@@ -62,17 +62,34 @@ def _reason(e: Exception) -> str:
 
 # A mixture of one expert a token gated by 1 (a softmax over the one chosen logit) until 6128e820, and since by the
 # chosen expert's probability (core/experts.py): the same weights compute another function. Saves since 3d008561 say
-# so in the manifest ("moe_top1_gate"); one without it was saved with the gate of 1.
+# so in the manifest ("moe_top1_gate"); one without it is taken as saved with the gate of 1. Not always so: the 15
+# commits from 6128e820 up to 3d008561, which added the key (git rev-list 6128e820^..3d008561^), gated by the
+# probability and wrote no key. What they saved is read as the gate of 1's: its load says its outputs changed, which
+# they did not, and drops its saved val loss until a :train measures one. No field of those manifests tells them
+# from an older minitf's, and a needless short :train is the lesser harm than a stale loss taken for the model's.
 TOP1_GATE = "probability"
 
+# The attribute build_model sets on a model it loaded gated_by_one: the step its weights were saved at. A save at
+# that step, with no training step since, writes no moe_top1_gate (store.gate_of_now): its weights are still the
+# gate of 1's, and a save of them as format 2 took the later loads' notice away.
+GATE_OF_ONE_STEP = "minitf_gate_of_one_step"
 
-def gated_by_one(manifest: dict, config: ModelConfig) -> bool:
+
+def gated_by_one(manifest: dict, config: ModelConfig | dict) -> bool:
     """Whether the manifest is of a mixture of one expert a token saved when its gate was 1: loaded now, its
-    outputs differ from when it was saved, and so do its losses."""
-    return config.is_moe and config.experts_per_token == 1 and manifest.get("moe_top1_gate") != TOP1_GATE
+    outputs differ from when it was saved, and so do its losses. `config`: the model's settings, or the manifest's
+    model_config as read (store._step_and_val: ModelConfig.from_dict refuses a setting of a newer minitf, and an
+    autosave of one lost its step and steps left)."""
+    if isinstance(config, dict):  # as ModelConfig.is_moe reads them, a setting not saved at its default
+        experts = config.get("n_experts", ModelConfig.spec("n_experts").default)
+        one = config.get("experts_per_token", ModelConfig.spec("experts_per_token").default) == 1
+        mixture = isinstance(experts, int) and experts > 1
+    else:
+        mixture, one = config.is_moe, config.experts_per_token == 1
+    return mixture and one and manifest.get("moe_top1_gate") != TOP1_GATE
 
 
-def measured_since(manifest: dict, config: ModelConfig) -> int:
+def measured_since(manifest: dict, config: ModelConfig | dict) -> int:
     """The step after which the manifest's val losses are of the model as it computes now: its measured_since_step
     (causal=on/off), or, of one gated_by_one, its step, every loss of its history being of the gate before. A load
     takes it as the session's measured_since_step, so a save before a :train writes it (the stale val loss stays
@@ -81,6 +98,6 @@ def measured_since(manifest: dict, config: ModelConfig) -> int:
     return max(since, manifest["trainer"]["step"]) if gated_by_one(manifest, config) else since
 
 
-def own_evaluation(manifest: dict, config: ModelConfig, history) -> dict | None:
+def own_evaluation(manifest: dict, config: ModelConfig | dict, history) -> dict | None:
     """layout.last_own_evaluation, after measured_since (a one-expert mixture of the gate of 1 has none)."""
     return last_own_evaluation({**manifest, "measured_since_step": measured_since(manifest, config)}, history)
