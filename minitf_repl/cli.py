@@ -47,7 +47,7 @@ from .parsing import (BOOL_WORDS, COPIED_PROMPT, convert, fits_first_option, mis
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
-from .syntax import SHELL, cmd, invoked_with, pair_key, restore, set_pairs, speaking
+from .syntax import SHELL, cmd, invoked_with, pair_key, restore, set_pairs, speaking, typed_after
 
 try:  # Typer 0.2x vendors click, and its usage errors derive from the public TyperException
     from typer import TyperException as _UsageError
@@ -1256,8 +1256,12 @@ def root(
         raise typer.Exit(1)
     loaded = None  # what --load brought: the REPL says it (a one-shot command's output is the command's alone)
     if load is not None:  # a line its error suggests leaves out the --load that failed (it would fail the same way)
+        # the command after it, as typed: a line the load gives (a file to read in place of data gone) runs it again
+        # (syntax.typed_again), where a bare `minitf --load NAME --data FILE`, pasted, opened the REPL
+        command = (shlex.join([ctx.invoked_subcommand, *_command_words(ctx.command.params)])
+                   if ctx.invoked_subcommand else "")
         with invoked_with([(o, v) for o, v in given if v is not None and o != "--load"]
-                          + [("--set", s) for s in settings]):
+                          + [("--set", s) for s in settings]), typed_after(command):
             loaded = load_checkpoint(session, load, data, debug, quiet)
     elif settings and data is not None:  # a setting may read the data (tokenizer=bpe:N): a bad --data is --data's
         with _one_line("--data", debug):
@@ -1410,7 +1414,10 @@ def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
                         "leave out --load to train a new model on it")
     switch_data(session, spec, data)
     if not quiet:
-        say(_stderr(), f"--load: {result.name}'s data {saved} {why}: it goes on with {spec}", "yellow")
+        # the file of its text found beside it was just said found: "is not where it was saved" read as none there
+        said = ("data, found beside it, is set aside for --data" if result.data_saved is not None else
+                f"data {saved} {why}")
+        say(_stderr(), f"--load: {result.name}'s {said}: it goes on with {spec}", "yellow")
     # as the REPL's greeting shows it: the data is there now
     result.data_missing, result.data_spec, result.data_saved = None, spec, None
 

@@ -73,6 +73,8 @@ class ReportData:
     # bfloat16 units, float32 elsewhere) and the machine, so that a page compared with another's says why they differ
     machine: str = ""
     text_given: bool = False  # `:report text=`: the maps read a text given, not a sample of the data
+    # no text given and the data not here (VocabOnly): the maps read a stand-in made of the vocabulary's characters
+    stand_in: bool = False
     dropped: int = 0  # the tokens cut from the front of that text, beyond the window the maps read
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
     window: int | None = None  # max_seq_len: the most tokens the maps read
@@ -523,6 +525,9 @@ def build_report(data: ReportData) -> str:
         if data.dropped:
             whose += (f"; its first {count(data.dropped, data.unit)}, beyond max_seq_len={data.window}, went unread: "
                       f"the maps read its last {count(len(data.tokens or data.prompt), data.unit)}")
+    elif data.stand_in:  # "a sample of the data" was said of the pangram's words, the data being gone
+        whose = (f"a stand-in made of the vocabulary's characters, not a sample of the data, which is not here; "
+                 f"{cmd('report', text='TEXT')} reads one of your own")
     else:
         whose = f"a sample of the data; {cmd('report', text='TEXT')} reads another"
     out.append(f"<p>Prompt: <code>{_esc(visible(data.prompt))}</code> ({_esc(whose)}). Row i is where position "

@@ -117,7 +117,8 @@ def test_without_a_digest_the_file_of_its_name_is_offered_not_taken(tmp_path, mo
     assert session.trainer.step == kept and run(session, ":train steps=1").total_steps == kept + 1
     # from the shell: the line after --load, and that line runs
     line = assert_one_error_line(invoke("--load", "fromfile", "train", "--steps", "1"))
-    assert "; minitf --load fromfile --data ./poem.txt reads it in its place" in line, line
+    # the command typed, again: `minitf --load fromfile --data ./poem.txt`, pasted, opened the REPL
+    assert "; minitf --load fromfile --data ./poem.txt train --steps 1 reads it in its place" in line, line
     assert invoke("--load", "fromfile", "--data", "./poem.txt", "train", "--steps", "1").exit_code == 0
 
 
@@ -160,8 +161,9 @@ def test_load_with_other_data_where_its_own_was_found_beside_it_goes_on_with_the
     (moved / "poem2.txt").write_text(TEXT[::-1], encoding="utf-8")  # the same characters, another text
     ran = invoke("--load", "fromfile", "--data", "poem2.txt", "gen", "the", "--n", "2")
     assert ran.exit_code == 0, ran.output
-    assert f"--load: fromfile's data {was} is not where it was saved: it goes on with poem2.txt" in ran.stderr, \
-        ran.stderr
+    # was "... found here as ./poem.txt (the same text)", then "fromfile's data {was} is not where it was saved"
+    assert "--load: fromfile's data, found beside it, is set aside for --data: it goes on with poem2.txt" in \
+        ran.stderr and "is not where it was saved" not in ran.stderr, ran.stderr
     # the file found itself, named by --data, is no other data: no switch, no refusal
     ran = invoke("--load", "fromfile", "--data", "poem.txt", "gen", "the", "--n", "2")
     assert ran.exit_code == 0 and "goes on with" not in ran.stderr, ran.output
@@ -206,3 +208,27 @@ def test_the_report_of_a_checkpoint_of_before_trained_dtype_does_not_say_no_step
     assert "No training step ran here yet" not in page  # of a model at step 3
     assert "Trained 3 steps before minitf recorded the dtype steps ran in; one would run in " in page
 
+
+
+def test_a_file_found_is_named_by_its_normal_path(tmp_path, monkeypatch):
+    was, moved = _moved_course(tmp_path, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", f"{elsewhere}/../student/course2/checkpoints")
+    said = Recorder()
+    run(tiny_session(), ":load fromfile", said)
+    # was "found as .../elsewhere/../student/course2/poem.txt"
+    assert said.notices == [f"fromfile's data, {was}, found as {moved / 'poem.txt'} (the same text)"], said.notices
+
+
+def test_the_line_that_reads_a_file_of_its_name_in_its_place_runs_the_command_typed(tmp_path, monkeypatch):
+    """`minitf --load fromfile train --steps 5` was told `minitf --load fromfile --data ./poem.txt reads it`, which,
+    pasted, opened the REPL (cli.load_checkpoint holds the command typed in typed_after)."""
+    from minitf_repl.syntax import SHELL, speaking, typed_after
+
+    _moved_course(tmp_path, monkeypatch, digest=False)
+    with speaking(SHELL), typed_after("train --steps 5"):
+        result = run(tiny_session(), ":load fromfile")
+    assert "; minitf --load fromfile --data ./poem.txt train --steps 5 reads it in its place" in result.data_missing, \
+        result.data_missing

@@ -3,7 +3,7 @@
 import html
 import re
 
-from test_commands import run, tiny_session
+from test_commands import TEXT, run, tiny_session
 
 
 def _prompt(page: str) -> str:
@@ -116,3 +116,34 @@ def test_an_unknown_option_of_report_is_not_told_to_be_quoted_as_its_path():
     with pytest.raises(UserError) as caught:
         parse_line(":report x.html bogus=1", REGISTRY)
     assert "quote it" not in str(caught.value) and "text" in str(caught.value)
+
+
+def test_report_of_a_checkpoint_whose_data_is_gone_says_its_text_is_a_stand_in(tmp_path, monkeypatch):
+    """Was "(a sample of the data; ...)" of the pangram's words a vocabulary alone reads (sample_prompt), and a
+    teacher-forcing loss scored on that made-up text."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "poem.txt").write_text(TEXT, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", "ck")
+    run(tiny_session(str(tmp_path / "data" / "poem.txt"), steps=2), ":train save=lesson")
+    (tmp_path / "data" / "poem.txt").unlink()
+    session = tiny_session()
+    assert run(session, ":load lesson").data_missing is not None
+    result = run(session, ":report a.html")
+    page = html.unescape((tmp_path / "a.html").read_text(encoding="utf-8"))
+    assert "(a sample of the data;" not in page
+    assert ("(a stand-in made of the vocabulary's characters, not a sample of the data, which is not here; "
+            ":report text=TEXT reads one of your own)") in page
+    assert "teacher forcing" not in result.sections and "<h2>Teacher forcing</h2>" not in page
+    assert "the text read is a stand-in made of the vocabulary's characters, whose loss says nothing" in page
+    # a text given is read and scored as ever
+    result = run(session, ':report b.html text="the cat"')
+    assert "teacher forcing" in result.sections and "(the text given)" in (tmp_path / "b.html").read_text()
+
+
+def test_report_help_says_a_long_text_loses_its_start():
+    from test_cli import invoke
+
+    said = " ".join(word for word in invoke("report", "--help").stdout.split() if word != "│")  # the box's edges
+    assert "its end cut" not in said  # it is the start that is dropped
+    assert "past the model's window its start is dropped and its last max_seq_len tokens read" in said, said

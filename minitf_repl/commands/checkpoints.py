@@ -28,7 +28,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
-                      writes_one)
+                      typed_again, writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
 from .shared import (AUTOSAVES_KEPT, SaveResult, ablations_gone, held_line, keep_meanwhile, keep_trained_model,
                      quantized_gone, refuse_a_path, save_session, unseen_by)
@@ -650,20 +650,34 @@ def _data_beside(checkpoint, reporter: Reporter):
         return checkpoint, (f"not there, and {shown} holds another text", None)
     import shlex
 
+    # --data takes the place of data gone; the shell's line runs the command typed after it again (typed_again): a
+    # bare `minitf --load NAME --data FILE`, pasted, opened the REPL where `... train --steps 5` had failed
     reads = (cmd("data", shown) if syntax() == REPL
-             else f"{restore(checkpoint.name)} --data {shlex.quote(shown)}")  # --data takes the place of data gone
+             else f"{restore(checkpoint.name)} --data {shlex.quote(shown)}{typed_again()}")
     reason = (f"not there; {shown} has its name, but an older minitf kept no digest of the text to tell whether it "
               "is the same")
     return checkpoint, (reason, f"{reads} reads it in its place (the model is kept where its characters are the same)")
 
 
 def _shown_path(path) -> str:
-    """A file's path as a line names it: ./NAME under the current folder, else the whole path."""
+    """A file's path as a line names it: ./NAME under the current folder, else the whole path, its `..` gone (a folder
+    of checkpoints given as elsewhere/../C/ck showed .../elsewhere/../C/ck/poem.txt)."""
+    path = _normal(path)
     try:
         relative = os.path.relpath(path)
     except (OSError, ValueError):  # no current folder; another drive (Windows)
         return str(path)
     return str(path) if relative.startswith(os.pardir + os.sep) else os.path.join(os.curdir, relative)
+
+
+def _normal(path) -> str:
+    """`path` without its `.` and `..`: as written where that names the same file, else resolved (a `..` after a
+    link leads out of the folder the link points to, not back to the one it is in)."""
+    normal = os.path.normpath(path)
+    try:
+        return normal if os.path.samefile(normal, path) else str(os.path.realpath(path))
+    except (OSError, ValueError):  # gone meanwhile, a name too long: as written
+        return normal
 
 
 def _text_changed(checkpoint, data) -> str | None:

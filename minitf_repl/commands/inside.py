@@ -1218,9 +1218,9 @@ def complete_html(session) -> list[str]:
     # an option, not the text after the command as :attn and :score take theirs: that is the page's path; named as
     # :score and :heads name theirs, and as :attn's (prompt) too, the word a teacher typed first
     Param("text", str, aliases=("prompt",), meta="TEXT",
-          help="the text the attention maps, the embedding map's bold tokens and teacher forcing read, its end cut to "
-               "the model's window as :attn and :score cut it (default: a sample of the data, ended where a word "
-               "ends)"),
+          help="the text the attention maps, the embedding map's bold tokens and teacher forcing read; past the "
+               "model's window its start is dropped and its last max_seq_len tokens read, as :attn and :score read "
+               "it (default: a sample of the data, ended where a word ends)"),
 ], interruptible=True, json_version=3)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, shown_frames, write_report
@@ -1243,6 +1243,11 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         reporter.on_progress("report", done[0], parts)
 
     given = args["text"] or None
+    from ..core.data import VocabOnly
+
+    # the data is not here (a checkpoint's vocabulary alone): the default text is sample_prompt's stand-in, words made
+    # of the vocabulary's characters, which the page called "a sample of the data" and scored as if it were
+    stand_in = given is None and isinstance(data, VocabOnly)
     prompt = given or report_text(data)
     # as :attn reads a prompt: its last max_seq_len tokens; the page says what was cut (noted), and so does a notice
     prompt, ids, dropped = view_prompt(session, prompt, reporter, given=True, noted=True)
@@ -1283,7 +1288,11 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     # sample (None) is its question with the answer after it, whose loss is the one training counts
     read = given or (prompt if getattr(data, "splits", None) is not None else None)
     scored = None
-    if given and len(data.tokenizer.encode(given)) < 2:  # no next token to score: the page goes without, says why
+    if stand_in:  # a made-up text's loss measures nothing of the model on its data: left out, and why
+        left_out.append(("teacher forcing", "the data is not here, and the text read is a stand-in made of the "
+                                            "vocabulary's characters, whose loss says nothing of the data; give "
+                                            f"{cmd('report', text='TEXT')} a text of your own to score"))
+    elif given and len(data.tokenizer.encode(given)) < 2:  # no next token to score: the page goes without, says why
         left_out.append(("teacher forcing", f"it needs at least two {data.tokenizer.unit}s, one to read and the one "
                                             f"after it to predict; give {cmd('report', text='TEXT')} a longer text"))
     else:
@@ -1335,7 +1344,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 "gen": session.gen_config.to_dict(), "data": named, "tokenizer": session.tokenizer_setting,
                 "last_run": (session.trainer.run_start, session.trainer.run_steps, session.trainer.step)},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
-        prompt=prompt, text_given=given is not None, dropped=dropped, unit=data.tokenizer.unit,
+        prompt=prompt, text_given=given is not None, stand_in=stand_in, dropped=dropped, unit=data.tokenizer.unit,
         window=session.model_config.max_seq_len, layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         sample_grades=grades, samples_about=about,
         left_out=[(section, _on_page(why, session)) for section, why in left_out],
