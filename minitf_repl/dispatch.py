@@ -387,12 +387,22 @@ class FrontDoor:
                 command, args = parse_line(f":{stripped}", self.registry)
         except UserError:
             return None
-        positional = command.positional
-        if positional is not None and args.get(positional.name) is not None:
-            if not self._declared(positional, args[positional.name]):
-                return None
+        if not self._a_commands_own(command, args):
+            return None
         return (f"a script's line that starts with a command without its ':' is not run as text for the model; "
                 f":{stripped} runs it as a command")
+
+    def _a_commands_own(self, command: Command, args: dict) -> bool:
+        """Whether a line parsed as `command` holds only that command's own words: its text (where it takes one) is
+        what it declares, or, where its text is no prose, one word: a name to save or load, a page's path, a data
+        spec (`save mymodel`, `report page.html`, `data sort:8` ran as prompts, the save never made, exit 0)."""
+        positional = command.positional
+        text = args.get(positional.name) if positional is not None else None
+        if text is None:
+            return True
+        if not reads_prose(command) and not positional.several and len(str(text).split()) == 1:
+            return True
+        return self._declared(positional, text)
 
     def _declared(self, param: Param, text: str) -> bool:
         """Whether a command's free `text` is made of what its positional `param` declares it takes (`:help train`,
@@ -406,7 +416,8 @@ class FrontDoor:
         if param.path and os.path.lexists(os.path.expanduser(shell_unescaped(text))):
             return True
         words = text.split() if param.several else [text]
-        return all(word.lower() in known or word.partition("=")[0].replace("-", "_").lower() in keys
+        joins = {"vs"}  # `compare lr=0.1 vs lr=0.2`: the word that parts contenders (lab.py), no prose
+        return all(word.lower() in known | joins or word.partition("=")[0].replace("-", "_").lower() in keys
                    for word in words)
 
     def _shell_line(self, stripped: str) -> str | None:

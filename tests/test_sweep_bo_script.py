@@ -60,6 +60,11 @@ def test_a_script_line_that_starts_with_a_commands_name_but_is_prose_runs_as_tex
     ("data sort", ":data sort"),
     ("checks batch init", ":checks batch init"),
     ("compare lr=1e-2 lr=3e-3", ":compare lr=1e-2 lr=3e-3"),
+    # one word for a name, a path or a spec, which no list declares: these ran as prompts, nothing saved, exit 0
+    ("save mymodel", ":save mymodel"),
+    ("report page.html", ":report page.html"),
+    ("data sort:8", ":data sort:8"),
+    ("compare lr=0.1 vs lr=0.2", ":compare lr=0.1 vs lr=0.2"),  # `vs` parts the contenders
 ])
 def test_a_script_line_made_of_a_commands_own_words_is_refused_with_its_line(line, runs):
     code, _, err = drive(tiny_session(data="pydoc"), line)
