@@ -815,9 +815,14 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     # ran on that word alone (`:tok print(a, sep=b)` was told `:tok "sep=b)"`)
                     line = _whole_line_as_text(cmd, tokens, i - 1, raw)
                     raise UserError(f"{e}; to read the whole line as text: {clip(line, 200)}") from None
+                # `:train --threads 1`: the value the word after it, as the shell's `minitf train --threads 1` reads
+                # it (the REPL said "unknown option" where `threads=1` and `--threads=1` were given their :set line)
+                apart = (is_long and value is None and i < len(tokens) and tokens[i].quoted_from is None
+                         and not tokens[i].text.startswith("-") and "=" not in tokens[i].text)
+                setting_value = tokens[i].text if apart else value
                 rest = [raw[t.start:t.end] if raw is not None and t.start is not None else t.text
-                        for j, t in enumerate(tokens) if j != i - 1]  # the line as typed, but that word
-                refuse_a_setting(cmd, norm, value, registry, rest)
+                        for j, t in enumerate(tokens) if j != i - 1 and not (apart and j == i)]  # but those words
+                refuse_a_setting(cmd, norm, setting_value, registry, rest)
                 # not for a path (`:report x.html bogus=1`): quoted, the word was then refused as a page's name
                 if (positional is not None and not is_long and not cmd.pairs and not positional.choices
                         and not positional.several and not positional.path):

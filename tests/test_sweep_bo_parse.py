@@ -61,3 +61,16 @@ def test_on_windows_a_backslash_space_joins_nothing(spaced_file, monkeypatch):
     assert args["data"] == "C:\\d\\" and args["steps"] == 3
     _, args = parse_line(f":compare data={spaced_file} steps=3", REGISTRY)
     assert args["data"] == "my\\" and args["steps"] == 3  # as typed, as before the join
+
+
+@pytest.mark.parametrize("line, said", [
+    (":train --threads 1 --steps 3",
+     "threads is a setting, not an option of :train: :set threads=1, then :train --steps 3"),
+    (":gen --d-model 64 hi", "d_model is a setting, not an option of :gen: :set d_model=64, then :gen hi"),
+])
+def test_a_setting_given_as_a_long_option_with_its_value_apart_gets_its_set_line(line, said):
+    """`:train --threads 1` was "unknown option 'threads'", where `threads=1`, `--threads=1` and the shell's
+    `minitf train --threads 1` were each given the line that sets it."""
+    with pytest.raises(UserError) as caught:
+        parse_line(line, REGISTRY)
+    assert str(caught.value) == said
