@@ -435,10 +435,10 @@ class FrontDoor:
             if not eq and at + 1 < len(words):
                 value, at = words[at + 1][0], at + 1
             at += 1
-            command = {"--set": "set", "--data": "data", "--device": "device", "--load": "load"}.get(option)
-            if command is None or not value:
+            made = self._repl_form(option, value)
+            if made is None:
                 return f"{said}; write it as the REPL's lines, each command with its ':' (:help lists them)"
-            lines.append(f":{command} {value}")
+            lines.append(made)
         if at < len(words):
             lines.append(f":{stripped[words[at][1]:]}")
         try:
@@ -450,6 +450,22 @@ class FrontDoor:
         if len(lines) == 1:
             return f"{said}; {lines[0]} runs it as a command"
         return f"{said}; these lines run it, each on its own: {', then '.join(lines)}"
+
+    def _repl_form(self, option: str, value: str) -> str | None:
+        """The REPL's line for minitf's own `option` with `value`: the command of its name, whose shell form it is
+        (`--data sort` is `:data sort`, `--set k=v` `:set k=v`), or a setting of its name (`--seed 3`, `--checkpoint-dir
+        D`: `:set seed=3`), read off the registry as the shell reads them; None where neither is (`--debug`)."""
+        if not value:
+            return None
+        key = option[2:].lower()
+        command = self.registry.names().get(key)
+        if command is not None and command.positional is not None:
+            return f":{command.name} {value}"
+        setter = next((c for c in self.registry.names().values() if c.pairs), None)
+        param = setter.param_named(key.replace("-", "_")) if setter is not None else None
+        if param is None or param.setting is None:
+            return None
+        return f":{setter.name} {param.name}={value}"
 
     def _as_text(self, command: Command, line: str) -> str:
         """How a script's refused `line` runs as text after all: the whole line after `:gen --` where the message can

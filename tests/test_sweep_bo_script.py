@@ -218,3 +218,11 @@ def test_a_lesson_with_a_line_that_lacks_its_colon_is_still_a_script(tmp_path, m
     (tmp_path / "lesson.txt").write_text("# lesson 1\n:data sort\ntrain steps=5\n:tok 12\n", encoding="utf-8")
     line = assert_one_error_line(invoke("lesson.txt"), code=2)
     assert "to run its lines as a script: minitf < lesson.txt" in line, line
+
+
+def test_a_shell_line_with_a_setting_as_an_option_in_a_script_gets_its_set_line():
+    """`minitf --seed 3 tok a` copied into a script got only "write it as the REPL's lines": the REPL form of minitf's
+    own options is read off the registry (a command of the option's name, or a setting), not a table of four."""
+    code, _, err = drive(tiny_session(data="pydoc"), "minitf --seed 3 --checkpoint-dir ck tok 1")
+    assert code == 1 and "these lines run it, each on its own: :set seed=3, then :set checkpoint_dir=ck, then :tok 1" \
+        in err, err

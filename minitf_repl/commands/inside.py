@@ -1386,8 +1386,6 @@ def report_text(data) -> str:
     word ends where the data has spaces. The views' 16 characters cut the word they end in ("The example abov"),
     which the page quoted as the data's example: the word is completed from the text after it, or, where it runs
     past REPORT_WORD_SCAN more characters, left out. A text of no spaces (Chinese, a task) has no such ends."""
-    import re
-
     from .base import SAMPLE_SCAN, sample_window
 
     splits = getattr(data, "splits", None)

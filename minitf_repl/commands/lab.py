@@ -78,6 +78,7 @@ class CompareResult:
 
 
 MAX_CONTENDERS = 6
+CURRENT = ("current", "base")  # the words that name the session's settings as they are, as a contender
 
 
 def lower_rates(outcomes: list[Outcome], recipe_lr: float) -> list[float]:
@@ -297,7 +298,7 @@ def _joined(session: Session, groups: list[tuple[str, list[str]]], at: int, data
 
 def _is_current(pairs: list[str]) -> bool:
     """Whether a contender is the session's settings as they are (`current`, or `base`, as _check_pairs reads it)."""
-    return any(pair.lower() in ("current", "base") for pair in pairs)
+    return any(pair.lower() in CURRENT for pair in pairs)
 
 
 def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session, own: dict) -> None:
@@ -322,7 +323,7 @@ def _same_setting(pair: str) -> str:
     """A contender's setting as it trains, whatever its spelling: `lr=0.010`, `lr=1e-2` and `learning_rate=0.01` are
     `lr=0.01` (typed apart, they trained the same model twice); as typed where it names no setting or no value it
     takes, which _check_pairs then refuses."""
-    if pair.lower() in ("current", "base"):
+    if pair.lower() in CURRENT:
         return "current"
     key, eq, raw = pair.partition("=")
     param = SET.param_named(key.strip()) if eq else None
@@ -367,7 +368,7 @@ def _check_pairs(label: str, pairs: list[str]) -> None:
     """Each of a contender's settings is key=value (or current), and no key comes twice in it."""
     seen: dict[str, str] = {}
     for pair in pairs:
-        if pair.lower() in ("current", "base"):
+        if pair.lower() in CURRENT:
             continue
         key, eq, _ = pair.partition("=")
         if not eq:
@@ -429,7 +430,7 @@ def _contender_configs(session: Session, pairs: list[str], data):
     tokenizer = None
     given = []
     for pair in pairs:
-        if pair.lower() in ("current", "base"):
+        if pair.lower() in CURRENT:
             continue
         key, _, raw = pair.partition("=")  # key=value: _check_pairs has said so of every pair
         param = SET.find_param(key.strip())  # the same keys, aliases and refusals as :set
