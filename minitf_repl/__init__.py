@@ -25,6 +25,7 @@ _EXPORTS = {
     "trace": "minitf_repl.core.trace",
     "UserError": "minitf_repl.core.errors",
     "TrainingDiverged": "minitf_repl.core.errors",  # what Trainer.run raises, so a script can catch it by name
+    "Lab": "minitf_repl.notebook",  # the REPL's lines from a notebook or a script (it imports rich: loaded lazily too)
 }
 
 __all__ = sorted(_EXPORTS)

@@ -5,14 +5,45 @@ import sys
 
 from . import startup
 
+# What main() in a Jupyter kernel read as minitf's words: the kernel's own command line (`-f kernel.json`), refused as
+# "No such option: -f", an option the user never typed
+IN_A_KERNEL = ("main() read the Jupyter kernel's own command line, not minitf's; give it minitf's words: "
+               "main(['train', '--steps', '50']), or run the lab from Python: from minitf_repl import Lab")
 
-def main() -> None:
+
+def main(argv: list[str] | None = None) -> int | None:
+    """The shell on the process's command line (the console script), or, from Python, on `argv`, minitf's words
+    after its name (`main(["train", "--steps", "50"])`): the exit status is then returned, the process left running
+    (a notebook's kernel, a script's caller)."""
+    if argv is None and "ipykernel" in sys.modules:  # called in a kernel: its sys.argv is no command line of minitf's
+        from .render import console_for, error
+
+        error(console_for(stderr=True, force_jupyter=False), IN_A_KERNEL)
+        return 2
+    if argv is not None:
+        return _called(list(argv))
     startup.watch()
     try:
         from .cli import main as shell
     except KeyboardInterrupt:  # nothing has run yet: nothing to say
         sys.exit(startup.STATUS)
     shell()
+
+
+def _called(argv: list[str]) -> int:
+    """The shell on `argv` within this process. Ctrl-C stays the caller's (startup.watch is the console script's: it
+    would keep a Ctrl-C of one call to end every later one with 130), and the shell's exit is the status returned."""
+    from .cli import main as shell
+
+    kept = sys.argv
+    sys.argv = ["minitf", *argv]
+    try:
+        shell()
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        sys.argv = kept
+    return 0
 
 
 if __name__ == "__main__":

@@ -690,6 +690,9 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     checkpoint `--load` brought, shown under the greeting as :load shows it (it went unsaid: nothing told the user
     which run, step and data the prompt starts from, nor that a stopped run could go on)."""
     err_console = err_console if err_console is not None else console
+    if input is None and under_a_kernels_bang():
+        error(err_console, KERNEL_BANG)
+        return 1
     door = FrontDoor(session, console, err_console, FrontEnd(debug=debug),
                      progress=progress_console(console, err_console))
     pending: list[str] = []  # the history file's warnings, said when no prompt is drawn
@@ -785,6 +788,38 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         if door.terminated is not None:  # SIGTERM or SIGHUP stopped the command (a :train autosaved)
             return signal_status(door.terminated)
     return 0
+
+
+# `!minitf` in a notebook's cell: the kernel runs it on a pseudo-terminal no key reaches, so the prompt asked it for
+# the cursor's position (CPR), wrote its escapes into the cell, and waited for a line for ever
+KERNEL_BANG = ("the REPL needs a terminal to type in, and a Jupyter kernel's ! gives none (the cell would wait for "
+               "ever); run one command at a time (!minitf train --steps 50) or the lab from Python (from minitf_repl "
+               "import Lab; lab = Lab(); lab(':train'))")
+
+
+def under_a_kernels_bang(environ=None) -> bool:
+    """Whether minitf runs under a Jupyter kernel (a cell's `!`, subprocess, %%bash). jupyter_client gives each kernel
+    JPY_PARENT_PID, which the processes it starts inherit; where /proc tells (Linux), a kernel must also be among the
+    ancestors, so that a terminal opened from a process that merely inherited the variable is not refused."""
+    environ = os.environ if environ is None else environ
+    if "JPY_PARENT_PID" not in environ:
+        return False
+    lines = ancestor_command_lines()
+    return lines is None or any("ipykernel" in line for line in lines)
+
+
+def ancestor_command_lines(limit: int = 16) -> list[str] | None:
+    """The command lines of this process's parent, its parent, and so on (at most `limit`); None where /proc does not
+    tell (macOS, Windows)."""
+    lines, pid = [], os.getppid()
+    try:
+        while pid > 1 and len(lines) < limit:
+            lines.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            # after the name in parentheses: the state, then the parent's pid
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return lines or None
+    return lines
 
 
 def prompt_output():

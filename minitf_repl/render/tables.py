@@ -24,7 +24,9 @@ def fits(console: Console, renderable, width: int | None = None) -> bool:
     width = console.width if width is None else width
 
     def words(columns: int) -> list[str]:
-        scratch = Console(file=io.StringIO(), width=columns, color_system=None)
+        # force_jupyter=False: in a notebook Rich displays any console's output, a file given or not, and every table
+        # fitted showed two or three times (each width measured)
+        scratch = Console(file=io.StringIO(), width=columns, color_system=None, force_jupyter=False)
         scratch.print(renderable)
         return sorted(scratch.file.getvalue().split())
 
