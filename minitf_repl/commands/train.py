@@ -38,9 +38,9 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, 
                       syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
-from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, file_changed, held_line, load_checked, rebuilt_line,
-                     recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line, start_fresh,
-                     switch_data, unseen_by)
+from .shared import (AUTOSAVES_KEPT, WARM_UP_NOTE_FROM, Dropped, all_warm_up, file_changed, held_line, load_checked,
+                     rebuilt_line, recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line,
+                     start_fresh, switch_data, unseen_by)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -163,6 +163,20 @@ class TrainResult:
     # the step this run began at, where a switch kept it going (a stop, then :data of the same vocabulary): the run
     # began before switched_at, on the other data, and the message says the switch came in its middle
     run_start: int | None = field(default=None, metadata={"view_only": True})
+    # the steps of this command whose gradient norm was above grad_clip, scaled down to it before the update; which
+    # ones, each row's grad_norm against grad_clip says (grad_norm is before clipping)
+    clipped_steps: int = 0
+    grad_clip: float = 0.0  # the threshold the gradients were clipped to (0: no clipping)
+    # dropout > 0: the last evaluation's loss of eval_batches training batches in eval mode, as val_loss is scored
+    # (train_loss is one batch with dropout on, above what the weights score); None with dropout 0, or not evaluated
+    train_eval_loss: float | None = None
+    # a warm-up + cosine run shorter than its warm-up (warmup_steps >= steps - 1, under WARM_UP_NOTE_FROM steps, where
+    # all_warm_up's notice is not said): (warmup_steps, the run's steps, lr), which core.train.lr_at squeezed into the
+    # run, so the rate never decayed; None: nothing squeezed
+    warmup_squeezed: tuple[int, int, float] | None = field(default=None, metadata={"view_only": True})
+    # the lr setting far below its optimizer's usual rates (LOW_LR): (optimizer, lr, the lowest of its recipes' rates,
+    # this data's recipe rate under it); None: within them
+    low_lr: tuple[str, float, float, float] | None = field(default=None, metadata={"view_only": True})
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -205,9 +219,12 @@ def read_again(session: Session, reporter: Reporter) -> None:
           default_from="steps"),
     # unlike :set lr, which a stopped run then goes on under, lr= here asks for a run at that peak: a new one (a
     # stopped run's steps left are dropped, as its notice says), said in the help, where "like :set lr" alone hid it
+    # and what :set lr does to a stopped run, as the run does it: a warm-up + cosine run is redrawn from the new peak
+    # (it read "goes on at that rate"), a constant one is held at the new rate where that is lower
     param_from_setting(TrainConfig.spec("lr"), help="peak learning rate of a new run (a stopped run's steps left "
-                                                    "are dropped; the lr setting, :set lr=X, goes on with a stopped "
-                                                    "run at that rate); kept, like :set lr", kept=True),
+                                                    "are dropped; the lr setting, :set lr=X, keeps a stopped run: its "
+                                                    "warm-up and cosine drawn anew from peak X, or a constant rate "
+                                                    "held at X where X is lower); kept, like :set lr", kept=True),
     param_from_setting(TrainConfig.spec("batch_size"),
                        help="sequences per step, per process under torchrun (kept, like :set batch_size)",
                        kept=True),
@@ -247,7 +264,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=23)  # fmt: skip
+], json_version=24)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -448,6 +465,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # a quarter, AdamW's recipe's share (150 of 600): over a tenth AdamW stalled at its rate (lab._say_warm_up)
             reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, trainer.run_steps // 4))} warms up over a "
                             "quarter of it")
+    # a new run shorter than its warm-up, too short for all_warm_up's notice: said in one line under the summary
+    squeezed = ((train_config.warmup_steps, trainer.run_steps, train_config.lr)
+                if trainer.run_constant_lr is None and trainer.run_steps < WARM_UP_NOTE_FROM
+                and train_config.warmup_steps >= trainer.run_steps - 1 and train_config.warmup_steps > 0 else None)
     if (line := few_val_windows(session.data, session.model_config.max_seq_len, train_config)) is not None:
         reporter.notice(line)
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
@@ -574,12 +595,60 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         # the trainer keeps why it trains eagerly under compile=on for good; its notice says so once, at the failure
         compile_failed=(trainer.compile_failed if trainer.config.compile and summary.steps
                         and not summary.compiled else None),
+        grad_clip=train_config.grad_clip, warmup_squeezed=squeezed,
+        low_lr=low_rate(train_config, session.recipe_data),
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
     if not blown_up(result):
         session.note_good_lr(train_config.lr)
     return result
+
+
+# An lr setting under this share of the lowest rate its optimizer's recipes train at is far below its usual range:
+# the recipes' rates (core.recipes) span 1e-2 to 2e-2 for Muon and 3e-3 to 6e-3 for AdamW, so Muon is told from 1e-3
+# down, AdamW from 3e-4 (nanoGPT's rate, said of AdamW's, stays unsaid). Muon at the video's 3e-4 reached val 2.708
+# on tiny Shakespeare after 150 steps where its own rate reached 2.238 after 100, without a word.
+LOW_LR = 0.1
+
+
+def far_below(lr: float, optimizer: str) -> bool:
+    """Whether `lr` is under LOW_LR x the lowest rate of `optimizer`'s recipes (a rounding's width spared: 0.1 x 3e-3
+    is 3.0000000000000003e-4 in floats, above nanoGPT's 3e-4)."""
+    return lr < LOW_LR * lowest_usual_rate(optimizer) * (1 - 1e-9)
+
+
+def lowest_usual_rate(optimizer: str) -> float:
+    """The lowest rate `optimizer`'s recipes train at, over every data's recipe (core.recipes)."""
+    from ..core.recipes import ANY_DATA, RECIPES, recipe
+
+    return min(recipe(name, optimizer)["lr"] for name in (*RECIPES, ANY_DATA))
+
+
+def low_rate(config: TrainConfig, data_spec: str) -> tuple[str, float, float, float] | None:
+    """(optimizer, lr, the lowest rate of its recipes, this data's recipe rate) where config.lr is under LOW_LR x that
+    lowest rate; None where it is not."""
+    from ..core.recipes import recipe
+
+    if not far_below(config.lr, config.optimizer):
+        return None
+    return config.optimizer, config.lr, lowest_usual_rate(config.optimizer), recipe(data_spec, config.optimizer)["lr"]
+
+
+def low_rate_line(result: TrainResult) -> str | None:
+    """What to say of an lr setting far below its optimizer's usual rates (TrainResult.low_lr), with the ways out:
+    the optimizer whose usual rates it is in, else this data's rate."""
+    if result.low_lr is None:
+        return None
+    from ..core.config import OPTIMIZERS
+
+    optimizer, lr, lowest, default = result.low_lr
+    # another optimizer whose usual range holds this rate (AdamW for nanoGPT's 3e-4): its name is the way out
+    others = [cmd("set", optimizer=o) for o in OPTIMIZERS if o != optimizer and not far_below(lr, o)]
+    ways = [f"{' or '.join(others)} trains at a rate like it"] if others else []
+    ways.append(f"{cmd('set', lr=default)} is {optimizer}'s rate for this data")
+    return (f"lr = {lr:g} is far below {optimizer}'s usual rates (its recipes train at {lowest:g} and up): each step "
+            f"moves the weights little and the loss falls slowly; {', or '.join(ways)}")
 
 
 def few_val_windows(data, max_seq_len: int, config: TrainConfig) -> str | None:
@@ -778,7 +847,12 @@ def train_summary(result: TrainResult) -> str:
     """The line under the table: what the run did, its last losses, its speed."""
     parts = []
     if result.train_loss is not None:
-        parts.append(f"train loss {result.train_loss:.4f}")
+        # with dropout on, a step's own loss is of a thinned model: said so, and the number that compares with val
+        # beside it (a dropout run's 2.1696 above val 2.0079 read as the opposite of overfitting)
+        dropped = " (one batch, dropout on)" if result.train_eval_loss is not None else ""
+        parts.append(f"train loss {result.train_loss:.4f}{dropped}")
+    if result.train_eval_loss is not None:
+        parts.append(f"train (eval mode) {result.train_eval_loss:.4f}")
     if result.val_loss is not None:
         # a stopped run's last evaluation may lie many steps before the stop: said, beside the last step's train loss
         at = result.evals[-1]["step"] if result.evals else result.total_steps
@@ -787,6 +861,9 @@ def train_summary(result: TrainResult) -> str:
         parts.append(bpc_words(result.val_bpc, result.tokens_per_char))
     if result.accuracy is not None:
         parts.append(f"accuracy {fmt.pct(result.accuracy)}")
+    if result.clipped_steps:  # the loop's clip_grad_norm_ was silent: 35 of 200 steps clipped, unsaid
+        parts.append(f"gradient clipped at {result.clipped_steps:,} of {count(result.steps, 'step')} (norm above "
+                     f"grad_clip = {result.grad_clip:g})")
     if result.steps:  # no step ran (a Ctrl-C at once): no speed to state ("0 tokens/s")
         parts.append(f"{fmt.rate(result.tokens_per_second)} tokens/s")
     parts.extend(speed_parts(result))
@@ -823,6 +900,16 @@ def train_summary(result: TrainResult) -> str:
     if result.total_steps != result.steps:
         head += f" (step {result.total_steps:,} in total)"
     return head + ": " + ", ".join(parts)
+
+
+def squeezed_line(warmup: int, steps: int, lr: float) -> str:
+    """What core.train.lr_at made of a warm-up longer than a short run, in one line: all_warm_up's notice, which is
+    said from WARM_UP_NOTE_FROM steps on, in brief (5 steps rose 0.0025, 0.005, ... to 0.01 without a word)."""
+    if steps <= 2:  # lr_at's warm-up of steps - 1 steps reaches the peak at the first step
+        return (f"warmup_steps = {warmup} is longer than this run of {count(steps, 'step')}: it trained at the peak "
+                f"lr = {lr:g} from its first step, without warm-up or decay")
+    return (f"warmup_steps = {warmup} is longer than this run of {count(steps, 'step')}: the warm-up was squeezed into "
+            f"it, the rate rising to lr = {lr:g} over its first {count(steps - 1, 'step')}, without decay")
 
 
 def spaced_seconds(value: float) -> str:
@@ -940,6 +1027,10 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
                      f"after {count(result.steps, 'step')}: the model has learned almost nothing. "
                      f"{cmd('checks', 'overfit')} says whether it can learn at all (one batch by heart), "
                      f"{cmd('checks')} what else may be wrong", "yellow")
+    if (line := low_rate_line(result)) is not None and result.steps and not (stalled(result) and too_low_rate(result)):
+        say(console, line, "yellow")  # a stalled run at such a rate was told above, with a rate that trains
+    if result.warmup_squeezed is not None and result.schedule == "new" and result.steps:
+        note(console, squeezed_line(*result.warmup_squeezed))
     if result.schedule == "continue" and result.constant_lr and result.constant_from:
         note(console, f"a constant rate of {result.constant_lr:.2e}, lr x min_lr_ratio, where a run's decay ends: the "
                       f"weights from {result.constant_from} were trained elsewhere, and a warm-up to the peak rate "
@@ -1135,6 +1226,9 @@ class PlotResult:
     model_step: int | None = None
     # (four heads at 0.032 to 0.034 zigzagged over the whole height, with nothing to say even attention scores 0.033)
     even: float | None = None  # induction: the score of a head that attends evenly, drawn as a level
+    # grad_norm: the grad_clip setting, the norm each step's gradient was scaled down to where above it (0: no
+    # clipping), drawn as a level; None: another chart. The setting now: a history keeps no earlier run's
+    grad_clip: float | None = None
 
 
 def plot_levels(counters: list[tuple[int, float]]) -> list[PlotLevel]:
@@ -1225,7 +1319,7 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
                                          "the interactive shell's session, not in a checkpoint: lens_rank from "
                                          "watch=lens, block_grad from watch=grad, copying and induction from "
                                          "watch=heads, context from watch=context)", choices=PLOT_WHAT)],
-         json_version=5)  # fmt: skip
+         json_version=6)  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
     if what in WATCHED:
@@ -1240,7 +1334,8 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
         options = {"what": what} if what != "loss" else {}
         raise UserError(f"there is no training history yet; {_history_first(session, options)}")
     counters = plot_levels(session.counters) if what == "loss" else []
-    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_since(session))
+    clip = session.trainer.config.grad_clip if what == "grad_norm" else None  # the trainer's: the one it clipped to
+    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_since(session), grad_clip=clip)
 
 
 def _watched_plot(session: Session, what: str) -> PlotResult:
@@ -1383,18 +1478,25 @@ def against_counters(val_loss: float, counters: list[PlotLevel]) -> str:
 
 @render.register(PlotResult)
 def render_plot(result: PlotResult, console: Console) -> None:
-    say(console, f"{PLOT_TITLES[result.what]} by step", "bold")
+    title = PLOT_TITLES[result.what]
+    if result.grad_clip is not None:  # "before clipping", and clipping to what: a chart of 18.12 beside no threshold
+        title = (f"gradient norm (before clipping to grad_clip = {result.grad_clip:g})" if result.grad_clip > 0
+                 else "gradient norm (grad_clip = 0: not clipped)")
+    say(console, f"{title} by step", "bold")
     series = result.series
     if len(series) > len(MARKS):  # a glyph each: the first, the last and a spread between (--json has every one)
         most = len(MARKS)
         series = [series[round(k * (len(series) - 1) / (most - 1))] for k in range(most)]
     values = [v for s in series for v in s.values]
     log_y = result.what in LOG_CHARTS and spans_orders(values)
-    even = [Level(result.even, "e", f"even attention {result.even:.3f}")] if result.even is not None else []
+    levels = [Level(result.even, "e", f"even attention {result.even:.3f}")] if result.even is not None else []
+    if result.grad_clip:
+        levels.append(Level(result.grad_clip, "c", f"grad_clip = {result.grad_clip:g}: a norm above is scaled down "
+                                                   "to it"))
     drawn = series_chart(series, console.width, 12,
                          result.vocab_size if result.what in ("loss", "copying", "context") else None,
                          result.counters, joined=result.what in WATCHED, log_y=log_y,
-                         unit="nats" if result.what in ("loss", "copying", "context") else "", levels=even)
+                         unit="nats" if result.what in ("loss", "copying", "context") else "", levels=levels)
     console.print(drawn)
     if result.even is not None:
         note(console, f"head L.H is block L's head H; e┄: {result.even:.3f}, the score of a head that spreads its "
@@ -1409,6 +1511,11 @@ def render_plot(result: PlotResult, console: Console) -> None:
         of = f" ({above.curve})" if len(series) > 1 else ""
         note(console, f"each column is the mean of up to {above.most} steps, so the largest{of}, {above.value:.4g} at "
                       f"step {above.step:,}, lies above the top label")
+    if result.grad_clip and values:  # how many the level cuts: a count the chart's averaged columns do not give
+        above = sum(v > result.grad_clip for v in values)
+        note(console, f"{above:,} of {count(len(values), 'step')} had a norm above grad_clip = {result.grad_clip:g}, "
+                      "the setting now: each such step's gradient was scaled down to its run's grad_clip before the "
+                      "update")
     if len(series) < len(result.series):
         note(console, f"{len(series)} of the {len(result.series)} curves drawn, the first, the last and a spread "
                       "between, so that each has a glyph of its own")

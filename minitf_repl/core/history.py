@@ -33,6 +33,11 @@ class StepInfo:
     accuracy: float | None = None  # a task's exact-match accuracy on held-out questions at this evaluation (tasks only)
     aux_loss: float | None = None  # mixture of experts: the load-balancing loss (train_loss is without it)
     compile_seconds: float | None = None  # set on the step that ran torch.compile's compilation
+    # with dropout on: the mean loss of eval_batches training batches after this step, scored in eval mode as val_loss
+    # is. train_loss is then measured with dropout dropping units, above what the weights score, and read above the
+    # val loss ("train below val: overfitting" read backwards); None: not evaluated, or dropout is 0 (train_loss is
+    # comparable then, and no time is spent on it)
+    train_eval_loss: float | None = None
 
 
 class HistoryRow(dict):

@@ -83,6 +83,10 @@ class RunSummary:
     # measured, or $MINITF_PRODUCTS) and which moves a run's numbers; None where none ran (off the CPU, fast_path=off,
     # a bfloat16 step's products without an evaluation)
     cpu_float32_products: str | None = None
+    # the steps of this call whose gradient norm was above grad_clip, so scaled down to it (0 where grad_clip is 0)
+    clipped_steps: int = 0
+    # with dropout on: the last evaluation's loss of the training split in eval mode (StepInfo.train_eval_loss)
+    train_eval_loss: float | None = None
 
 
 def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
@@ -300,23 +304,46 @@ class Trainer:
         device = self.device if model is self.model else next(model.parameters()).device
         scorer = self._plain_forward() if model is self.model else model  # the same function, maybe faster
         with evaluating(model, keep_last_forward=True):
-            g = torch.Generator().manual_seed(self.config.seed + 1)
-            losses = []
-            batch_size = self.config.batch_size * (1 if self.alone else distributed.world_size())
-            for _ in range(self.config.eval_batches):
-                if should_stop is not None and should_stop():
-                    raise EvaluationStopped(len(losses), self.config.eval_batches)
-                x, y = self.data.get_batch("val", batch_size, self.max_seq_len, g)
-                _, loss = scorer(x.to(device), y.to(device))
-                losses.append(loss.item())
-                if on_batch is not None:
-                    on_batch(len(losses), self.config.eval_batches)
-            accuracy, val_loss = None, sum(losses) / len(losses)
+            accuracy, val_loss = None, self._mean_loss("val", self.config.seed + 1, scorer, device, on_batch,
+                                                       should_stop)
             if getattr(self.data, "accuracy", None) is not None:
                 if should_stop is not None and should_stop():  # a task's accuracy answers many questions: not begun,
-                    raise EvaluationStopped(len(losses), self.config.eval_batches, val_loss)  # the loss is whole
+                    total = self.config.eval_batches  # the loss is whole
+                    raise EvaluationStopped(total, total, val_loss)
                 accuracy = self.data.accuracy(scorer, device=device)
             return val_loss, accuracy
+
+    @torch.no_grad()
+    def evaluate_train(self, should_stop: Callable[[], bool] | None = None) -> float:
+        """The mean loss of config.eval_batches training batches in eval mode (dropout off), scored as `evaluate`
+        scores the val split: with dropout on, a step's own train loss is of a thinned model and stands above what
+        the weights score, so it does not compare with the val loss (nanoGPT's estimate_loss scores both splits
+        so). The batches come from a generator of their own, seeded the same each time, so the training batches'
+        order is untouched. `should_stop()` as in `evaluate` (EvaluationStopped)."""
+        with evaluating(self.model, keep_last_forward=True):
+            return self._mean_loss("train", self.config.seed + 2, self._plain_forward(), self.device, None,
+                                   should_stop)
+
+    def dropout_on(self) -> bool:
+        """Whether training steps drop units (the model's dropout > 0): only then does a step's train loss differ
+        from the loss its weights score, and an evaluation scores the training split too (evaluate_train)."""
+        return getattr(self.model.config, "dropout", 0) > 0
+
+    def _mean_loss(self, split: str, seed: int, scorer, device, on_batch, should_stop) -> float:
+        """The mean loss of config.eval_batches batches of `split` drawn from a generator seeded `seed`; under torchrun
+        of the global batch size (evaluate's docstring). The caller puts the model in eval mode."""
+        g = torch.Generator().manual_seed(seed)
+        losses = []
+        batch_size = self.config.batch_size * (1 if self.alone else distributed.world_size())
+        for _ in range(self.config.eval_batches):
+            if should_stop is not None and should_stop():
+                raise EvaluationStopped(len(losses), self.config.eval_batches)
+            x, y = self.data.get_batch(split, batch_size, self.max_seq_len, g)
+            _, loss = scorer(x.to(device), y.to(device))
+            losses.append(loss.item())
+            if on_batch is not None:
+                on_batch(len(losses), self.config.eval_batches)
+        return sum(losses) / len(losses)
 
     # --- the loop --------------------------------------------------------------------------------
     def run(
@@ -363,7 +390,7 @@ class Trainer:
         model.train()
         call_start = time.perf_counter()
         elapsed_before = self.run_elapsed
-        done, tokens, busy = 0, 0, 0.0
+        done, tokens, busy, clipped = 0, 0, 0.0, 0
         stretch_tokens, stretch_busy = 0, 0.0  # since the last evaluation: an evaluated row's speed
         last: StepInfo | None = None
         stopped = cut = False  # cut: stop_evaluation abandoned an evaluation
@@ -452,6 +479,9 @@ class Trainer:
                 aux_loss=aux_loss,
                 compile_seconds=step_seconds if compiling else None,
             )
+            # clip_grad_norm_ scaled this step's gradient down to grad_clip: counted, as the step's row keeps only the
+            # norm before (a run's summary says how many were, which its rows and grad_clip tell too)
+            clipped += 0 < cfg.grad_clip < info.grad_norm
             self.history.append(asdict(info))  # the step is done: if evaluating fails, history still agrees with it
             # under DDP rank 0 alone evaluates; a trainer of its own process alone (`alone`) evaluates in each
             if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and (
@@ -468,6 +498,11 @@ class Trainer:
                 # rank 0 alone evaluates, so the next step's loss, checked on every rank alike, says it there
                 if info.val_loss is not None and not math.isfinite(info.val_loss) and self._ddp is None:
                     self._diverged_after("val loss", info.val_loss)
+                if not cut and self.dropout_on():
+                    try:
+                        info.train_eval_loss = self.evaluate_train(should_stop=stop_evaluation)
+                    except EvaluationStopped:  # the val loss stands; the run stops before its next step, as above
+                        cut = True
                 if info.val_loss is not None:
                     info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
                     if stretch_busy > 0:  # one step's time is noise at a small batch; the stretch's is not
@@ -501,6 +536,7 @@ class Trainer:
             dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds,
             notes=notes, threads=torch.get_num_threads(),
             cpu_float32_products=products_kernel() if float32_products_chosen() else None,
+            clipped_steps=clipped, train_eval_loss=evals[-1].get("train_eval_loss") if evals else None,
         )
 
     def _evaluation_stopped_line(self, e: EvaluationStopped, again: bool = False) -> str:
@@ -549,6 +585,12 @@ class Trainer:
         t0 = time.perf_counter()
         try:
             val_loss, accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
+            train_eval = None
+            if self.dropout_on():  # as the unbroken run's evaluation scored it; a stop now leaves it unmeasured
+                try:
+                    train_eval = self.evaluate_train(should_stop=stop_evaluation)
+                except EvaluationStopped:
+                    pass
         except EvaluationStopped as e:
             self._cut_at = (self.step, self._evaluated_on())
             if e.val_loss is not None:
@@ -562,6 +604,7 @@ class Trainer:
         row = self.history[-1]
         row["val_loss"], row["accuracy"] = val_loss, accuracy
         row["val_bpc"] = bits_per_char(val_loss, val_tokens_per_char(self.data))
+        row["train_eval_loss"] = train_eval
         # under DDP rank 0 alone measures it: raised here, the other ranks would wait in the next step's collective for
         # good; the next step's loss, checked on every rank alike, says it there (as in the loop)
         if not math.isfinite(val_loss) and self._ddp is None:

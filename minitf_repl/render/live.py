@@ -45,6 +45,8 @@ TABLE_HIDDEN = "the loss table comes at the end: too few lines for it beside the
 LOSS_COLUMNS = (
     ("step", "step", "step", fmt.whole, True),
     ("train_loss", "train loss", "train", fmt.num, True),
+    # with dropout on: the training split scored in eval mode, as val is (core.train.Trainer.evaluate_train)
+    ("train_eval_loss", "train (eval mode)", "train e", fmt.num, True),
     ("val_loss", "val loss", "val", fmt.num, True),
     ("val_bpc", "bits/char", "bpc", fmt.num, True),  # the val loss in bits per character (text data)
     ("accuracy", "accuracy", "acc", fmt.pct, True),
@@ -56,7 +58,7 @@ LOSS_COLUMNS = (
 # A narrow table's columns dropped in turn while its rows do not fit: a mixture's load balance, bits per character
 # (the val loss in other units), the time, the accuracy (the summary line has both), then the train loss, so that at
 # 20 columns the val loss stays whole (every number was cut to "0.…" there).
-NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed", "accuracy", "train_loss")
+NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed", "accuracy", "train_loss", "train_eval_loss")
 # What a column's number is read on, said under the table: at step 100 of the first run the train loss stands
 # above the val loss, which reads as a leak until one knows that the two are not measured alike.
 # The speed likewise: a row's tokens/s is of the steps since the row before (one step's time is noise), the summary
@@ -68,14 +70,20 @@ LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
                "tokens_per_second": "the steps since the row above (the summary at the end: all of them)",
                # a mixture's column, met first here and explained only by :experts and the JSON docs
                "aux_loss": "the experts' load balance (1.0: even; training adds moe_aux_weight x it to the loss; "
-                           "train loss is without it)"}
+                           "train loss is without it)",
+               "train_eval_loss": "eval_batches training batches after it, dropout off, as val is scored: the one "
+                                  "to compare with val"}
+# The train loss's words where the table has the train (eval mode) column: its batch was read with dropout on, so it
+# stands above what the weights score, and above val ("train 2.1696, val 2.0079" read as no overfitting at all)
+DROPOUT_TRAIN_LEGEND = "one batch, before the step's update, with dropout on (above the eval-mode loss)"
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
 def progress_line(info) -> str:
     """One evaluation as a line of a log: "step 20 (run 20/40): train loss 3.1114, val loss 3.0005, ...", each number
     named and shown as the loss table's column of it shows it."""
-    values = {"train_loss": info.train_loss, "val_loss": info.val_loss, "val_bpc": info.val_bpc,
+    values = {"train_loss": info.train_loss, "train_eval_loss": getattr(info, "train_eval_loss", None),
+              "val_loss": info.val_loss, "val_bpc": info.val_bpc,
               "accuracy": info.accuracy, "aux_loss": info.aux_loss, "lr": info.lr,
               "tokens_per_second": info.tokens_per_second, "elapsed": info.elapsed}
     parts = [f"{header} {show(values[key])}" for key, header, _, show, _ in LOSS_COLUMNS
@@ -106,8 +114,10 @@ class LossTable:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
         with_aux = any(r.get("aux_loss") is not None for r in rows)
         with_bpc = any(r.get("val_bpc") is not None for r in rows)
+        with_eval_train = any(r.get("train_eval_loss") is not None for r in rows)  # dropout on
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
-                        and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)]
+                        and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)
+                        and (c[0] != "train_eval_loss" or with_eval_train)]
         # what each column's legend says; under torchrun the train loss is the global batch's, averaged across processes
         # each row's cells, formatted once as it comes (a long run's table is laid out at each evaluation: formatting
         # every row every time grew with the run), and each column's widest cell
@@ -117,6 +127,8 @@ class LossTable:
         if distributed.launched() and (ranks := distributed.world_size()) > 1:
             self.legend_words["train_loss"] = (f"the global batch of the {ranks} processes together, before the "
                                                "step's update")
+        if with_eval_train:
+            self.legend_words["train_loss"] = DROPOUT_TRAIN_LEGEND
         # known: the legend gives the number of validation batches, not the setting's name
         self.eval_batches: int | None = None
         self.set_eval_batches(eval_batches)
@@ -128,8 +140,10 @@ class LossTable:
         setting where the number was known (None: the setting's name stays)."""
         self.eval_batches = eval_batches
         if eval_batches is not None:
-            self.legend_words["val_loss"] = (f"{eval_batches:,} held-out batch{'' if eval_batches == 1 else 'es'}, "
-                                             "after it")
+            plural = "" if eval_batches == 1 else "es"
+            self.legend_words["val_loss"] = f"{eval_batches:,} held-out batch{plural}, after it"
+            self.legend_words["train_eval_loss"] = LOSS_LEGEND["train_eval_loss"].replace(
+                "eval_batches training batches", f"{eval_batches:,} training batch{plural}")
 
     def add(self, row: dict) -> None:
         self.rows.append(row)
@@ -185,7 +199,9 @@ class LossTable:
         """The training loss rose over the last OVERFIT_RISES evaluations too: the validation loss's rise is then no
         overfitting (which learns the training text better as it does worse on new text) but training going wrong."""
         rows = [r for r in self.rows if r.get("val_loss") is not None][-(OVERFIT_RISES + 1):]
-        train = [r.get("train_loss") for r in rows]
+        # with dropout on, the eval-mode train loss: the one-batch loss with units dropped is noisier and not alike
+        train = [r.get("train_eval_loss") if r.get("train_eval_loss") is not None else r.get("train_loss")
+                 for r in rows]
         return len(train) == OVERFIT_RISES + 1 and None not in train and train[-1] > train[0]
 
     @property
@@ -614,6 +630,7 @@ class RichReporter(Reporter):
         if info.val_loss is not None:
             row = {
                 "step": info.step, "train_loss": info.train_loss, "val_loss": info.val_loss, "val_bpc": info.val_bpc,
+                "train_eval_loss": getattr(info, "train_eval_loss", None),
                 "accuracy": info.accuracy, "lr": info.lr, "tokens_per_second": info.tokens_per_second,
                 "elapsed": info.elapsed, "aux_loss": info.aux_loss,
             }

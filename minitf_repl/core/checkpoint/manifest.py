@@ -290,10 +290,10 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
 _HISTORY_COUNTS = ("step", "run_step", "run_steps")  # whole numbers >= 0
 _HISTORY_NUMBERS = ("train_loss", "lr", "grad_norm", "tokens_per_second", "elapsed")  # finite numbers
 _HISTORY_MAYBE = ("val_loss", "accuracy")  # a finite number, or null (not evaluated at that step)
-HISTORY_LATER = ("aux_loss", "compile_seconds", "val_bpc")  # as _HISTORY_MAYBE, and may be absent
+HISTORY_LATER = ("aux_loss", "compile_seconds", "val_bpc", "train_eval_loss")  # as _HISTORY_MAYBE, may be absent
 # a cross-entropy is never below 0 (a re-signed manifest's val loss of -5 was listed by :ls and shown in the toolbar)
 _HISTORY_NONNEGATIVE = ("lr", "grad_norm", "tokens_per_second", "elapsed", "compile_seconds", "val_bpc", "train_loss",
-                        "val_loss", "aux_loss", "accuracy")
+                        "val_loss", "aux_loss", "accuracy", "train_eval_loss")
 
 
 def _history_problem(row, last_step: int) -> str | None:
