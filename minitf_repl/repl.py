@@ -693,6 +693,9 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     if input is None and under_a_kernels_bang():
         error(err_console, KERNEL_BANG)
         return 1
+    if (missing := torch_missing()) is not None:  # every command needs it: said before the prompt, not at each line
+        error(err_console, missing)
+        return 1
     door = FrontDoor(session, console, err_console, FrontEnd(debug=debug),
                      progress=progress_console(console, err_console))
     pending: list[str] = []  # the history file's warnings, said when no prompt is drawn
@@ -806,6 +809,21 @@ def under_a_kernels_bang(environ=None) -> bool:
         return False
     lines = ancestor_command_lines()
     return lines is None or any("ipykernel" in line for line in lines)
+
+
+def torch_missing() -> str | None:
+    """The line to say where torch cannot be imported at all (pip told --no-deps), else None. Asked of the import
+    system, not by importing torch: a REPL that opened, said "Try :train" and then failed every line the same way
+    wasted the person's first minutes."""
+    import importlib.util
+
+    from .render.words import missing_torch
+
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a torch module whose spec is broken: the import itself will say what
+        return None
+    return None if found else missing_torch(ModuleNotFoundError("No module named 'torch'", name="torch"))
 
 
 def ancestor_command_lines(limit: int = 16) -> list[str] | None:

@@ -9,8 +9,9 @@ wheel and nothing else; the dependencies come from the environment running the t
 
 `test_the_wheel_installs_with_its_dependencies` (slow): the same wheel into a venv of its own with
 every dependency from the package index (by pipx itself where it is on PATH), torch pinned to
-`$MINITF_TORCH` (default torch==2.13.0, the CPU build `./dev` installs) so that pip never reaches
-for a multi-GB CUDA build.
+`$MINITF_TORCH` (default torch==2.13.0). From the package index that is, on Linux, a CUDA build of
+several GB (`./dev` takes PyTorch's CPU index instead; this test does not): set MINITF_TORCH to a
+wheel of the CPU build, or run it where pip finds one (this project's machines: --find-links).
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def _check_installed(venv: Path, cwd: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert tok.returncode == 0, tok.stderr
     doc = json.loads(tok.stdout)
-    assert doc["schema"] == "minitf.tok/6" and doc["tokens"] == ["3", "1", "2"]
+    assert doc["schema"] == "minitf.tok/7" and doc["tokens"] == ["3", "1", "2"]
     assert not (cwd / "checkpoints").exists() and not list(cwd.glob("*.egg-info"))
 
 
@@ -137,7 +138,9 @@ def test_the_wheel_installs_into_a_fresh_venv(wheel, tmp_path):
     ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     folders = [p for p in sys.path if p in ours or Path(p).name in ("site-packages", "dist-packages")]
     (purelib / "bring-your-own-deps.pth").write_text("\n".join(dict.fromkeys(folders)) + "\n")
-    _install(path, venv, "--no-deps", "--no-index")
+    # --force-reinstall: where the environment running the tests has minitf-repl installed (not editable), pip found
+    # it through the .pth, called the wheel already satisfied and installed nothing
+    _install(path, venv, "--no-deps", "--no-index", "--force-reinstall")
     work = tmp_path / "elsewhere"
     work.mkdir()
     _check_installed(venv, work)

@@ -104,7 +104,9 @@ def test_a_torch_older_than_the_floor_is_one_line_naming_what_to_install(args, t
     assert done.returncode == 1 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip() == ("error: torch 2.8.0 is older than the 2.9 minitf needs "
                                    "(it has no torch.optim.Muon); "
-                                   "install a newer one: pip install --upgrade 'torch>=2.9'")
+                                   f"install a newer one: {sys.executable} -m pip install --upgrade 'torch>=2.9,<3' "
+                                   "--index-url https://download.pytorch.org/whl/cpu (the CPU build; for a GPU, your "
+                                   "CUDA build's index)")
 
 
 def test_every_module_is_python_3_10_syntax():

@@ -47,6 +47,7 @@ switching `optimizer` takes that optimizer's own rate and warm-up where they sti
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 
@@ -66,8 +67,12 @@ def check_torch() -> None:
     "internal error: AttributeError: module 'torch.optim' has no attribute 'Muon'".
     """
     if not hasattr(torch.optim, "Muon"):
+        # the whole range, as pip would keep it (a bare `torch>=2.9` let in torch 3), and the CPU build's index: pip's
+        # default on Linux is a CUDA build of several GB (render.words.missing_torch says the same of no torch at all)
         raise TorchTooOld(f"torch {torch.__version__} is older than the {TORCH_FLOOR} minitf needs (it has no "
-                          f"torch.optim.Muon); install a newer one: pip install --upgrade 'torch>={TORCH_FLOOR}'")
+                          f"torch.optim.Muon); install a newer one: {sys.executable} -m pip install --upgrade "
+                          f"'torch>={TORCH_FLOOR},<3' --index-url https://download.pytorch.org/whl/cpu (the CPU "
+                          "build; for a GPU, your CUDA build's index)")
 
 
 check_torch()  # at import, before the classes below name torch.optim.Muon

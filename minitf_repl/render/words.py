@@ -209,7 +209,33 @@ def error(console: Console, message: str) -> None:
     say(console, f"error: {line}", "bold red")
 
 
+# pyproject.toml's torch range, and the index of PyTorch's CPU builds: pip's default on Linux is a CUDA build of several
+# GB. core.optimizers.check_torch words a torch too old alike (core does not import the renderer: kept alike by hand).
+TORCH_RANGE = "torch>=2.9,<3"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def missing_torch(exc: BaseException) -> str | None:
+    """The line for `exc` where it is torch not being there, not a bug, or None. pip leaves torch out where it was told
+    to (--no-deps, a torch the user meant to bring); every command imports it, and each said "internal error:
+    ModuleNotFoundError: No module named 'torch'", which named neither the problem nor its fix."""
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if name is None or name.partition(".")[0] != "torch":
+        return None
+    again = "" if name == "torch" else " --force-reinstall"
+    install = (f"{sys.executable} -m pip install{again} '{TORCH_RANGE}' --index-url {TORCH_CPU_INDEX} (the CPU "
+               "build; for a GPU, your CUDA build's index)")
+    if name == "torch":
+        return f"torch is not installed, and minitf needs it ({TORCH_RANGE}); install it: {install}"
+    return f"torch is installed only in part (it has no {name}); install it again: {install}"
+
+
 def internal_error(console: Console, exc: BaseException, where: str = "") -> None:
+    """`internal error: ...` for a bug; where `exc` is no bug but torch not installed, `error:` and what to install
+    (both front ends, the shell's and the REPL's, come here with any exception a command did not say itself)."""
+    if (missing := missing_torch(exc)) is not None:
+        error(console, missing)
+        return
     line = " ".join(str(exc).split("\n"))
     say(console, f"internal error: {where}{type(exc).__name__}: {line} (run with --debug for the traceback)",
         "bold red")
