@@ -687,11 +687,22 @@ class _Group(_FlagsUntyped, TyperGroup):
         param, exact = meant
         said = f"{args[at]} is a setting, not a command; a setting" if exact else \
             f"{args[at]} is no command; did you mean the setting {param.name}? A setting"
-        try:  # the line suggested must work as typed: a value the setting cannot take is said with it
-            convert(param, value)
-        except UserError as bad:
-            return f"{said} goes with --set before the command (--set {param.name}={param.metavar}), and {bad}"
-        fixed = [*args[:at], "--set", f"{param.name if not exact else key}={value}", *args[at + 1:]]
+        # every pair up to the command gets its own --set: nanoGPT's `--set n_embd=384 n_head=6 n_layer=6 ...` was
+        # given a line that set n_head alone, and each paste failed on the next pair, five times over
+        pairs, end = [], at
+        while end < len(args):
+            key, eq, value = args[end].partition("=")
+            meant = _setting_meant(key) if eq and key.isidentifier() else None
+            if meant is None:
+                break
+            each, named = meant
+            try:  # the line suggested must work as typed: a value the setting cannot take is said with it
+                convert(each, value)
+            except UserError as bad:
+                return f"{said} goes with --set before the command (--set {each.name}={each.metavar}), and {bad}"
+            pairs += ["--set", f"{key if named else each.name}={value}"]
+            end += 1
+        fixed = [*args[:at], *pairs, *args[end:]]
         return f"{said} goes with --set: {shlex.join(['minitf', *fixed])}"
 
     def _other_case(self, e: Exception, args: list[str]) -> str | None:

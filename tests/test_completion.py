@@ -78,7 +78,7 @@ def test_completion_offers_commands_options_and_values(tmp_path):
     assert complete_bash("minitf load r", MINITF_CHECKPOINT_DIR=str(tmp_path)) == ["run-a", "run-b"]
     assert complete_bash("minitf data s") == ["shakespeare", "sort"]
     assert complete_bash("minitf set norm") == ["norm=", "norm_placement=", "norm_eps=", "norm_gain="]
-    assert complete_bash("minitf set norm=") == ["norm=layernorm", "norm=rmsnorm"]
+    assert complete_bash("minitf set norm=") == ["norm=layernorm", "norm=rmsnorm", "norm=none"]
     assert complete_bash("minitf set no_such=") == []
     # a value that is no fixed choice (bpe:N) still offers its usual forms
     assert {"tokenizer=char", "tokenizer=bpe:512"} <= set(complete_bash("minitf set tokenizer="))

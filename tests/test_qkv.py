@@ -139,7 +139,7 @@ def test_qkv_in_the_shell():
     last = run(session, ":qkv hello at=-1 layer=1 head=3")
     assert (last.at, last.layer, last.head, last.tokens) == (4, 1, 3, list("hello"))
     assert "masked: the future" not in plain(last)
-    assert json_document(REGISTRY["qkv"], last)["schema"] == "minitf.qkv/3"
+    assert json_document(REGISTRY["qkv"], last)["schema"] == "minitf.qkv/4"
     for line, message in [(":qkv hello at=5", "at must be a position of the 5 characters read: 0..4"),
                           (":qkv head=4", "head must be in 0..3"), (":qkv layer=2", "layer must be in 0..1")]:
         with pytest.raises(UserError, match=message):

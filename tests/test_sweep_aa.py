@@ -56,7 +56,7 @@ def test_tab_after_the_global_load_data_and_device_offers_their_values(tmp_path)
     assert "cpu" in complete_bash("minitf --device ")
     # --set, like `minitf set`: the keys, then a key's values
     assert complete_bash("minitf --set n_l") == ["n_layers="]
-    assert complete_bash("minitf --set norm=") == ["norm=layernorm", "norm=rmsnorm"]
+    assert complete_bash("minitf --set norm=") == ["norm=layernorm", "norm=rmsnorm", "norm=none"]
 
 
 @pytest.mark.parametrize("args", [["quit"], ["help", "quit"], ["--data", "sort", "quit"]])

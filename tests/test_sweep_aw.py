@@ -151,7 +151,7 @@ def test_tab_completes_a_contenders_settings_and_each_is_one_compare_reads():
     from minitf_repl.core.errors import UserError
 
     assert completions(":compare n_la") == ["n_layers="] and completions(":compare block") == ["max_seq_len="]
-    assert completions(":compare current norm=") == ["layernorm", "rmsnorm"]
+    assert completions(":compare current norm=") == ["layernorm", "rmsnorm", "none"]
     assert completions(":compare preset=") == completions(":set preset=")
     assert completed(":compare norm=rmsnorm,bi") == [":compare norm=rmsnorm,bias="]
     assert completions(":compare n_layers=1 n_la") == ["n_layers="]  # the next contender sets it again

@@ -441,7 +441,7 @@ def complete_as_bash_splits(line: str) -> list[str]:
 
 
 @pytest.mark.parametrize("line, offered", [
-    ("minitf set norm=", ["layernorm", "rmsnorm"]),  # was every key: the word bash gave was '='
+    ("minitf set norm=", ["layernorm", "rmsnorm", "none"]),  # was every key: the word bash gave was '='
     ("minitf set norm=r", ["rmsnorm"]),  # was residual= and rope_base=, and norm=res<Tab> wrote norm=residual=
     ("minitf set optimizer=ad", ["adamw"]),  # was nothing
     ("minitf set nor", ["norm=", "norm_placement=", "norm_eps=", "norm_gain="]),  # a key, as before

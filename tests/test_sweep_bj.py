@@ -7,7 +7,8 @@ from test_sweep_bi import complete_as_bash_splits
 
 
 @pytest.mark.parametrize("line, offered", [
-    ("minitf --set norm=", ["layernorm", "rmsnorm"]),  # was the command names: Click read `norm` as --set's value
+    # was the command names: Click read `norm` as --set's value
+    ("minitf --set norm=", ["layernorm", "rmsnorm", "none"]),
     ("minitf --set norm=r", ["rmsnorm"]),  # was rope, resid, report
     ("minitf --set norm=rmsnorm --set optimizer=ad", ["adamw"]),
     ("minitf --set norm=rmsnorm train --st", ["--steps"]),  # was nothing: '=' taken for a command, train's options lost

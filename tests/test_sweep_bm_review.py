@@ -109,11 +109,12 @@ def _score(losses, counted):
 
 
 def test_score_bars_say_when_the_full_bar_is_in_a_row_left_out():
-    """With more than 64 positions, "3.000 at t = 18 (a full bar)" named a row the table leaves out."""
+    """With more than 64 positions, "3.000 at t = 18 (a full bar)" named a row the table left out: the worst row is
+    now always shown, so its bar is there to read."""
     losses = [1.0] * 70
     losses[18] = 3.0  # positions 16 to 21 are not shown
     said = plain(_score(losses, [True] * 70), 120)
-    assert "the text's largest one, 3.000 at t = 18 (not shown), not against a fixed scale" in said, said
+    assert "the text's largest one, 3.000 at t = 18 (a full bar), not against a fixed scale" in said, said
     losses[18], losses[40] = 1.0, 3.0
     assert "3.000 at t = 40 (a full bar)" in plain(_score(losses, [True] * 70), 120)
 

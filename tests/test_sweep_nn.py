@@ -221,7 +221,8 @@ def test_attn_of_many_heads_draws_the_first_sixteen_and_says_so():
     assert len(result.maps) == 32  # --json keeps every head's map
     text = plain(result, 40)
     assert "head 15 " in text and "head 16 " not in text and "head 31 " not in text
-    assert "heads 16 to 31 not shown (the first 16 of 32 heads are): :attn head=N shows any one" in text
+    assert ("heads 16-31 are not drawn (at most 16 maps): :attn TEXT layer=0 head=N draws head N (0 to 31); "
+            ":heads TEXT layer=0 says what each head does") in " ".join(text.split())
     few = run(Session(ModelConfig(**TINY), data_spec="sort:4", device_name="cpu"), ":attn 1234")
     assert "not shown" not in plain(few, 40)
 

@@ -195,9 +195,8 @@ def test_attn_of_twelve_heads_on_a_long_text_stays_a_few_screens_and_names_the_h
     shown = plain(result, 100)
     lines = shown.splitlines()
     assert len(lines) < 300, len(lines)  # 12 maps of 96 rows, one a row: 1,180 lines
-    assert "heads 2 to 11 not shown (the first 2 of 12 heads are, as many maps of 96 positions as fit 200 lines)" \
-        in " ".join(lines)
-    assert ":attn head=N shows any one" in " ".join(lines)
+    assert ("heads 2-11 are not drawn (as many maps of 96 positions as fit 200 lines): :attn TEXT layer=0 head=N "
+            "draws head N (0 to 11)") in " ".join(" ".join(lines).split())
     short = plain(run(s, ":attn 'the quick brown'"), 100)  # a short text: every head, side by side
     assert "not shown" not in short and "head 11" in short
 
@@ -348,9 +347,9 @@ def test_score_of_a_long_text_shows_its_first_and_last_positions_and_says_what_i
     lines = plain(result, 100).splitlines()
     assert len(lines) < 100, len(lines)  # a row a position: 215 lines, 520 at block_size=512
     shown = " ".join(" ".join(lines).split())
-    assert "… 136 positions" in shown
-    assert "positions 16 to 151 not shown (136 of 200: the first 16 and the last 48 are; the loss above counts them " \
-           "all)" in shown
+    assert "… 28 positions" in shown and "… 107 positions" in shown  # the worst row, t = 44, shown between
+    assert ("positions 16 to 43 and 45 to 151 not shown (135 of 200: the first 16, the last 48 and the worst, t = 44, "
+            "are; the loss above counts them all)") in shown
     short = plain(run(s, ":score 'the quick brown fox'"), 100)
     assert "not shown" not in short
 

@@ -55,7 +55,7 @@ def test_a_choice_is_read_in_any_case_as_command_names_and_on_off_are():
     run(session, ":set norm=RMSNorm activation=GELU optimizer=AdamW")
     assert (session.model_config.norm, session.model_config.activation) == ("rmsnorm", "gelu")
     assert session.train_config.optimizer == "adamw"
-    with pytest.raises(UserError, match="^norm must be one of layernorm, rmsnorm; got 'RMS'$"):
+    with pytest.raises(UserError, match="^norm must be one of layernorm, rmsnorm, none; got 'RMS'$"):
         run(session, ":set norm=RMS")
 
 

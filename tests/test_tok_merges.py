@@ -96,5 +96,5 @@ def test_tok_merges_in_the_shell(text_file):  # noqa: F811
     out = plain(result)
     assert "BPE, piece by piece: each piece starts as its bytes" in out and "(rank " in out
     assert "they end on the tokenizer's own tokens (checked); in every piece the ranks rise" in out
-    assert json_document(REGISTRY["tok"], result)["schema"] == "minitf.tok/6"
+    assert json_document(REGISTRY["tok"], result)["schema"] == "minitf.tok/7"
     assert run(session, ":tok the quick fox").pieces is None  # only when asked

@@ -299,7 +299,7 @@ def test_train_result_carries_the_vocabulary(trained):
 def test_view_commands_are_declared_with_completion():
     assert C.REGISTRY["attn"].usage() == ":attn [PROMPT] [layer=N] [head=N|all]"
     assert C.REGISTRY["plot"].usage() == ":plot [what=loss|lr|grad_norm|lens_rank|block_grad|copying|induction|context]"
-    assert C.REGISTRY["tok"].usage() == ":tok [TEXT] [--merges]"
+    assert C.REGISTRY["tok"].usage() == ":tok [TEXT] [--merges] [ids=ID,ID,...]"
     assert C.REGISTRY["step"].find_param("seed").name == "gen_seed"
     s = Session(data_spec="sort")
     run_command(s, "set", dict(TINY))

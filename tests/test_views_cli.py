@@ -19,7 +19,7 @@ def invoke(*args):
 def test_attn_from_the_shell():
     result = invoke(*TINY, "attn", "3141=", "--layer", "1", "--head", "0")
     assert result.exit_code == 0, result.output
-    assert "attention, layer 1, head 0" in result.stdout and "weight: 0" in result.stdout
+    assert "attention, layer 1 of 2, head 0 of 2" in result.stdout and "weight: 0" in result.stdout
     doc = json.loads(invoke(*TINY, "attn", "3141=", "--layer", "0", "--json").stdout)
     assert doc["layer"] == 0 and doc["heads"] == [0, 1] and len(doc["maps"][0]) == 5
 

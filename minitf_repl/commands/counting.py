@@ -202,10 +202,11 @@ def render_ngram(result: NgramResult, console: Console) -> None:
     if "train loss" in shown and result.train_scored is not None and not result.generated \
             and result.train_scored < result.train_tokens - 1:
         # a counter's train loss under its own counts cannot be read as on all it counted (a unigram's 3.248 on
-        # pydoc's first 262,144 positions, 3.253 on all 418,543)
+        # pydoc's first 262,144 positions, 3.253 on all 418,543); said of no data by name: pydoc's example was
+        # printed under Shakespeare's table too
         note(console, f"train loss: on the first {count(result.train_scored, 'position')} of the "
-                      f"{fmt.whole(result.train_tokens)} counted (on pydoc the unigram's 3.248 reads 3.253 over all: "
-                      f"a text whose later part differs can differ more)")
+                      f"{fmt.whole(result.train_tokens)} counted, a sample: over all of them it reads a little "
+                      "otherwise, more where the text's later part differs")
     # where the column is shown (a narrow terminal drops it): the note explains it
     if "model below it" in shown and any(row.model_below_at is not None for row in result.rows):
         note(console, "model below it: the first evaluation on this data at which the model's val loss was under the "

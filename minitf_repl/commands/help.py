@@ -71,7 +71,7 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
         if setting is None and len(name.split()) > 1:  # `:help learning rate`: learning_rate, its words joined
             setting = setting_help(session, "_".join(name.split()))
         if setting is None:
-            raise no_such_help(word) from None
+            raise no_such_help(word, session) from None
         return HelpResult(entries, setting=setting)
     if len(name.split()) > 1:  # `:help train steps`: that option alone
         return _option_help(session, entries, cmd, name.split()[1])
@@ -108,11 +108,14 @@ def _spellings() -> dict[str, str]:
     return setting_spellings()
 
 
-def no_such_help(word: str) -> UserError:
-    """`:help WORD` of a word that names no command and no setting: the closest of either, if one is close."""
+def no_such_help(word: str, session: Session | None = None) -> UserError:
+    """`:help WORD` of a word that names no command and no setting: where :set declares it lives instead (worked out
+    for `session`'s model where one is at hand), else the closest command or setting, if one is close."""
     from .settings import SET, setting_keys, setting_spellings
 
     key = word.strip().lstrip(":").lower()
+    if (elsewhere := SET.elsewhere.get(key.replace("-", "_"))) is not None:  # `:help head_size` was "did you mean
+        return UserError(f"no setting named {clip(key)!r}: {elsewhere(session)}")  # :heads?", where :set explains it
     # preset=, an action of :set shown as a setting: `:help preset` shows it, but `minitf help` hands set the keys
     # of settings alone (cli._setting), so the shell's help of it comes here: point to what shows it
     if (param := SET.param_named(key)) is not None and not param.positional and param.setting is None:
@@ -190,7 +193,10 @@ def render_command_help(result: HelpResult, console: Console) -> None:
     table.add_column("meaning", ratio=1)
     rows = []
     for p in result.params:
-        name = p.name.upper() if p.positional else f"{p.name}="
+        # a switch (on/off, off unless given) as the usage line above names it, [--all]: `all=` there read as
+        # another form of option (both work: --all, all=on)
+        switch = p.type is bool and p.default is False and not p.positional
+        name = p.name.upper() if p.positional else f"--{p.name}" if switch else f"{p.name}="
         kind = "|".join(map(str, p.choices)) if p.choices else getattr(p.type, "__name__", str(p.type))
         if p.type is bool and not p.choices:
             kind = "on|off"

@@ -29,15 +29,15 @@ from ..core.words import count, quoted_end
 from ..palette import FOLDED_PLURALS, clusters, columns, folded, piece_cell, quoted, terminal_safe, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import chart, fmt
-from ..render.heatmap import (attention_window, column_width, heads_note, heatmap, label_width, legend, plain,
-                              reads_future, unscaled, window_note)
+from ..render.heatmap import (attention_window, before_window_note, column_width, heads_note, heatmap, label_width,
+                              legend, plain, reads_future, unscaled, window_note)
 from ..render.scatter import grid_size, scatter
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, look_again, named
+from ..syntax import cmd, look_again, named, option
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, data_named,
                    default_prompt, known_text, long_prompt_notice, sample_prompt, samples_the_data, sampling_notes,
                    switched_off, training_length, true_next, typeable_prompt, unread_note, view_prompt, with_given)
@@ -60,19 +60,23 @@ class AttnResult:
     layer: int  # the block shown
     heads: list[int]  # the heads shown (one, or all)
     n_heads: int  # heads in that block
-    maps: list[list[list[float]]]  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal
+    # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal. Each weight is the shortest
+    # decimal that reads back as the float32 the model computed (0.29920498, not 0.2992049753665924: a float32 holds
+    # about 8 digits, and the rest made a long text's document megabytes)
+    maps: list[list[list[float]]]
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     # the model has not trained a step: its q and k are random, so each row spreads its weight near evenly
     untrained: bool = False
+    n_layers: int = 1  # blocks in the model: layer= picks one, 0 to n_layers - 1
 
 
 @command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
     VIEW_TEXT,
     BLOCK,
     Param("head", str, help="a head number, or all (default all)", complete=complete_head, meta="N|all"),
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     layer = check_layer(session, args["layer"])
     n_heads = session.model_config.n_heads
@@ -96,8 +100,17 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
 
     # a character each, or a subword piece (" the"); a byte of a longer character as its escape (\xe4)
     tokens = [shown_piece(session.data.tokenizer, i) for i in ids]
-    return AttnResult(text, tokens, layer, heads, n_heads, [maps[h].tolist() for h in heads], dropped,
-                      session.data.tokenizer.unit, switched_off(session), session.untrained)
+    return AttnResult(text, tokens, layer, heads, n_heads, [float32_decimals(maps[h]) for h in heads], dropped,
+                      session.data.tokenizer.unit, switched_off(session), session.untrained,
+                      session.model_config.n_layers)
+
+
+def float32_decimals(weights) -> list:
+    """A float32 tensor as nested lists of the shortest decimals that read back as its float32s (numpy's str of a
+    float32): its .tolist() wrote each as the float64 it widens to, 16 or 17 digits, 8 of them noise."""
+    import numpy as np
+
+    return weights.numpy().astype(str).astype(np.float64).tolist()
 
 
 @render.register(AttnResult)
@@ -111,33 +124,35 @@ def render_attn(result: AttnResult, console: Console) -> None:
     tokens = result.tokens[start:]
     maps = [[row[start:] for row in m[start:]] for m in result.maps]
     peak = max((w for m in maps for row in m for w in row), default=1.0)
-    what = f"head {result.heads[0]}" if single else f"all {count(result.n_heads, 'head')}"
     future = reads_future(result.maps)  # causal off, or :ablate mask
-    say(console, f"attention, layer {result.layer}, {what}", "bold")
-    note(console, "row i: where position i looks (every key j: nothing masks the future now)" if future
-         else "row i: where position i looks (keys 0..i); blank: the masked future")
-    if start:
-        note(console, window_note(n, T, console.width))
-    if single:
-        console.print(heatmap(tokens, maps[0], peak, width, as_text, future), highlight=False, no_wrap=True,
-                      overflow="ignore")
-    else:
+    drawn, panels = result.heads, []
+    if not single:  # the maps that fit, first: the heading says which heads are drawn
         shown = list(zip(result.heads, maps))[:ATTN_PANELS]
-        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, width, as_text, future))
+        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, width, as_text, future, start))
                   for h, m in shown]
         widest = max(Measurement.get(console, console.options, panel).maximum for panel in panels)
         side_by_side = max(1, (console.width + 2) // (widest + 2))  # Columns' padding: 2 between panels
         rows = max(1, ATTN_LINES // (n + 3))  # a panel: its label, the keys' line, n rows, a blank line
         panels = panels[: side_by_side * rows]
+        drawn = result.heads[: len(panels)]
+    say(console, f"attention, layer {result.layer} of {result.n_layers}, {heads_drawn(drawn, result.n_heads)}",
+        "bold")
+    note(console, "row i: where position i looks (every key j: nothing masks the future now)" if future
+         else "row i: where position i looks (keys 0..i); blank: the masked future")
+    if start:
+        note(console, window_note(n, T, console.width))
+    if single:
+        console.print(heatmap(tokens, maps[0], peak, width, as_text, future, start), highlight=False, no_wrap=True,
+                      overflow="ignore")
+    else:
         console.print(Columns(panels, padding=(1, 2)))
     console.print(legend(peak, as_text, width=console.width), highlight=False)
+    if (cut := before_window_note([m for m in result.maps[: len(drawn)]], start)) is not None:
+        note(console, cut)
     if (heads := heads_note(tokens)) is not None:  # "012345678901" over an English text read as its characters
         note(console, heads)
-    if not single and len(result.heads) > len(panels):  # 64 heads were 64 maps, some 600 lines at 40 columns
-        why = "" if len(panels) == ATTN_PANELS else f", as many maps of {n} positions as fit {ATTN_LINES} lines"
-        note(console, f"heads {result.heads[len(panels)]} to {result.heads[-1]} not shown (the first "
-                      f"{len(panels)} of {count(len(result.heads), 'head')} are{why}): {cmd('attn', head='N')} shows "
-                      f"any one, and {cmd('heads', layer=result.layer)} what each of them does")
+    if (elsewhere := attn_elsewhere(result, drawn, n)) is not None:
+        note(console, elsewhere)
     if future:
         nxt = [next_token_weight(m) for m in result.maps]
         shares = ", ".join(f"head {h} {w:.2f}" for h, w in zip(result.heads, nxt))
@@ -158,6 +173,38 @@ def render_attn(result: AttnResult, console: Console) -> None:
     ablation_note(console, result.ablations, "these patterns are the ablated model's" + (
         " (a switched-off head's own pattern is still computed: its output A_h V_h is what is zeroed)"
         if heads_off else ""))
+
+
+def heads_drawn(drawn: list[int], n_heads: int) -> str:
+    """The heads a map draws, against the block's: "all 6 heads", "heads 0-1 of 6", "head 3 of 6". "All 12 heads"
+    headed a view that drew head 0 alone (the rest did not fit)."""
+    if len(drawn) == n_heads and n_heads > 1:
+        return f"all {count(n_heads, 'head')}"
+    if len(drawn) == 1:
+        return f"head {drawn[0]} of {n_heads}"
+    return f"heads {drawn[0]}-{drawn[-1]} of {n_heads}"
+
+
+def attn_elsewhere(result: AttnResult, drawn: list[int], n: int) -> str | None:
+    """The one line on what the map leaves out (the heads not drawn, the other layers) and the commands that show
+    them, each with the text in its place (TEXT, as the :qkv hint has it: `:attn head=N` alone read the data's
+    sample); None where the model has one head and one layer."""
+    ways = []
+    if result.n_heads > 1 and len(drawn) < result.n_heads:
+        ways.append(f"{cmd('attn', 'TEXT', layer=result.layer, head='N')} draws head N (0 to {result.n_heads - 1})")
+    if result.n_layers > 1:
+        ways.append(f"{cmd('attn', 'TEXT', layer='N')} shows layer N (0 to {result.n_layers - 1})")
+    if not ways:
+        return None
+    hidden = [h for h in result.heads if h not in drawn]
+    if not hidden:  # all drawn, or one asked for
+        return (f"the model has {count(result.n_layers, 'layer')} of {count(result.n_heads, 'head')}: "
+                + "; ".join(ways))
+    why = f"at most {ATTN_PANELS} maps" if len(drawn) == ATTN_PANELS else \
+        f"as many maps of {n} positions as fit {ATTN_LINES} lines"
+    which = f"head {hidden[0]} is" if len(hidden) == 1 else f"heads {hidden[0]}-{hidden[-1]} are"
+    return (f"{which} not drawn ({why}): " + "; ".join(ways)
+            + f"; {cmd('heads', 'TEXT', layer=result.layer)} says what each head does")
 
 
 def next_token_weight(weights: list[list[float]]) -> float:
@@ -545,9 +592,16 @@ class TokResult:
     # Unicode's other form (é typed as one character, the data's e and a combining accent), read as that; null: the
     # same
     read_as: str | None = None
+    # ids= was given (`tok ids=46,47,47`): `ids` are those, as typed, and `text` what they decode to
+    from_ids: bool = False
 
 
 # --- :score --------------------------------------------------------------------------------------
+# A text of more positions than SCORE_FIRST + SCORE_LAST shows those and its worst (all=on: every one), with a row
+# saying what is between: a window of 512 positions was a 520-line table
+SCORE_FIRST, SCORE_LAST = 16, 48
+
+
 @dataclass
 class ScoreResult:
     text: str  # the text scored (its last max_seq_len + 1 tokens)
@@ -582,6 +636,8 @@ class ScoreResult:
     # back (p >= 0.2 and a -ln p 1 nat or more under the counter's, from t = N - 1 on: the view's
     # bold, its "*"); None without counter=
     beats_counter: list[bool] | None = None
+    # all=on: the table has a row for every position (a long text's middle is otherwise left out: score_rows)
+    show_all: bool = field(default=False, metadata={"view_only": True})
 
     def right(self, t: int) -> bool:
         """Whether the best guess at position t is the true next token."""
@@ -597,11 +653,15 @@ class ScoreResult:
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
           meta="N"),
+    Param("all", bool, default=False, help=f"show every position (a text of more than {SCORE_FIRST + SCORE_LAST} "
+                                           f"shows its first {SCORE_FIRST}, its last {SCORE_LAST} and its worst)"),
 ], aliases=("tf",), json_version=8, guide="inside-views.md#teacher-forcing-every-next-token-at-once-score")  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     if args["counter"] is not None:
         check_counter(args["counter"], session.data.tokenizer.vocab_size)
-    return score_text(session, args["text"], reporter, counter=args["counter"])
+    result = score_text(session, args["text"], reporter, counter=args["counter"])
+    result.show_all = bool(args["all"])
+    return result
 
 
 def score_text(session: Session, text: str | None, reporter: Reporter, counter: int | None = None) -> ScoreResult:
@@ -657,16 +717,37 @@ def task_counting(data, counts: list[bool] | None, ids: list[int]) -> str | None
     return None
 
 
-# A text of more positions than SCORE_FIRST + SCORE_LAST shows those, with a row saying what is between: a window of
-# 512 positions was a 520-line table
-SCORE_FIRST, SCORE_LAST = 16, 48
-
-
-def score_rows(n: int) -> list[int]:
-    """The positions :score's table shows: every one, or the first SCORE_FIRST and the last SCORE_LAST."""
-    if n <= SCORE_FIRST + SCORE_LAST:
+def score_rows(n: int, worst: int | None = None, every: bool = False) -> list[int]:
+    """The positions :score's table shows: every one (`every`: all=on), or the first SCORE_FIRST, the last SCORE_LAST
+    and `worst`, the position the bars are scaled to (score_bars names it: "12.203 at t = 104 (not shown)" named a
+    row the table left out)."""
+    if every or n <= SCORE_FIRST + SCORE_LAST:
         return list(range(n))
-    return [*range(SCORE_FIRST), *range(n - SCORE_LAST, n)]
+    return sorted({*range(SCORE_FIRST), *range(n - SCORE_LAST, n), *([] if worst is None else [worst])})
+
+
+def worst_position(result: ScoreResult) -> int | None:
+    """The position of the text's largest counted -ln p, the one the bars are drawn against; None where every counted
+    -ln p is 0 (no bar is drawn)."""
+    worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
+    if not worst > 0:
+        return None
+    return next(t for t in range(len(result.losses)) if result.counted[t] and result.losses[t] == worst)
+
+
+def shown_rows(result: ScoreResult) -> list[int]:
+    """The positions the table of `result` shows (score_rows)."""
+    return score_rows(len(result.losses), worst_position(result), result.show_all)
+
+
+def left_out(rows: list[int], n: int) -> list[tuple[int, int]]:
+    """The runs of positions 0..n-1 that `rows` skips, each as (first, last)."""
+    runs, previous = [], -1
+    for t in [*rows, n]:
+        if t > previous + 1:
+            runs.append((previous + 1, t - 1))
+        previous = t
+    return runs
 
 
 @render.register(ScoreResult)
@@ -702,10 +783,13 @@ def render_score(result: ScoreResult, console: Console) -> None:
     positions = count(len(counted), "counted position" if given else "position")
     note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
                   f"{cmd('lens')} and {cmd('step')} look at one position in depth")
-    if len(score_rows(n)) < n:
-        note(console, f"positions {SCORE_FIRST} to {n - SCORE_LAST - 1} not shown ({n - SCORE_FIRST - SCORE_LAST} of "
-                      f"{n}: the first {SCORE_FIRST} and the last {SCORE_LAST} are; the loss above counts them all); a "
-                      f"shorter text shows every one, and the shell's minitf score --json lists them all")
+    if len(rows := shown_rows(result)) < n:
+        runs = " and ".join(f"{a} to {b}" if b > a else f"{a}" for a, b in left_out(rows, n))
+        worst = worst_position(result)
+        also = f" and the worst, t = {worst}," if worst is not None and SCORE_FIRST <= worst < n - SCORE_LAST else ""
+        note(console, f"positions {runs} not shown ({n - len(rows)} of {n}: the first {SCORE_FIRST}, the last "
+                      f"{SCORE_LAST}{also} are; the loss above counts them all); "
+                      f"{cmd('score', 'TEXT', all=True)} shows every one")
     if result.counting:
         note(console, result.counting)
     if result.counter_losses is not None:
@@ -724,15 +808,13 @@ SCORE_TINY = 0.01
 def score_bars(result: ScoreResult) -> str | None:
     """What :score's bars are drawn against: the text's largest counted -ln p, not a fixed scale, so that a text the
     model knows drew full bars over losses of 0.000 (said then); None where no bar is drawn (every loss 0)."""
-    worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
-    if not worst > 0:
+    if (at := worst_position(result)) is None:
         return None
-    at = next(t for t in range(len(result.losses)) if result.counted[t] and result.losses[t] == worst)
+    worst = result.losses[at]
     top = f"{worst:.3f}" if worst >= SCORE_TINY else f"{worst:.2g}"
     counted = " counted" if not all(result.counted) else ""
-    # past SCORE_FIRST + SCORE_LAST positions the table leaves the middle out, and "(a full bar)" named a row not there
-    bar = "a full bar" if at in score_rows(len(result.losses)) else "not shown"
-    words = (f"the bars: -ln p against the text's largest{counted} one, {top} at t = {at} ({bar}), not against "
+    # the table shows that row however long the text (score_rows): "(not shown)" named the row the bars are scaled to
+    words = (f"the bars: -ln p against the text's largest{counted} one, {top} at t = {at} (a full bar), not against "
              "a fixed scale")
     if worst < SCORE_TINY:  # the given positions' losses are not the model's guesses: of them it says nothing
         words += (f"; that is tiny (p {math.exp(-worst):.4f} there): the model was near certain at every{counted} "
@@ -772,7 +854,7 @@ def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool
         table.add_column("\n".join(name.split()) if stacked else name, justify=justify, no_wrap=True)
     worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
     previous = -1
-    for t in score_rows(len(result.losses)):
+    for t in shown_rows(result):
         if t > previous + 1:  # the positions left out, in one row
             add_row(table, "…", Text(f"{t - previous - 1} positions", style="dim"), *[""] * (len(columns) - 2))
         previous = t
@@ -1045,21 +1127,29 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     Param("text", str, help="the text to split into tokens (default: a sample of the data)", positional=True),
     Param("merges", bool, default=False, help="a BPE tokenizer's merges worked out, piece by piece, in the order "
                                               "they were learned"),
-], json_version=6, guide="real-models.md#characters-or-bpe-set-tokenizer")  # fmt: skip
+    # one word of digits and commas: it parses alike at the REPL's prompt and in the shell (--ids 46,47,47), and a
+    # text of digits stays a text
+    Param("ids", str, meta="ID,ID,...", help="token ids to decode instead of a text, separated by commas (e.g. "
+                                             "ids=46,47,47): the tokens they are and the text they read as"),
+], json_version=7, guide="real-models.md#characters-or-bpe-set-tokenizer")  # fmt: skip
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
-    # no text: the data's sample, as every other view reads (its usage line said [TEXT], and it refused the default)
-    text = args["text"] or sample_prompt(session.data)
-    if not args["text"] and hasattr(session.data, "answer"):
-        # a task's whole example, as training reads it: the views' prompt is a question alone, its answer left to guess
-        text += session.data.answer(text)
     from ..core.bpe import shown_piece
 
     tokenizer = session.data.tokenizer
-    ids = tokenizer.encode(text)
-    spelt = tokenizer.decode(ids)  # "e\u0301" for a typed "é": the token count said nothing of the rewrite
-    result = TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit,
-                       sampled=not args["text"], stand_in=_no_sample(session.data) if not args["text"] else "",
-                       read_as=spelt if spelt != text else None)
+    if args["ids"] is not None:
+        typed = args["ids"]
+        if args["text"]:  # `:tok ids=46, 47`: the ids after a space are the text's words
+            if not _IDS.fullmatch(args["text"].strip()):
+                raise UserError(f"give {named('tok')} a text or {option('ids')} to decode, not both: "
+                                f"{cmd('tok', ids=typed)}")
+            typed += "," + args["text"]
+        ids = _ids_given(typed, tokenizer.vocab_size)
+        text = tokenizer.decode(ids)
+        result = TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit,
+                           from_ids=True)
+    else:
+        result = _tok_text(session, args["text"])
+        text = result.text
     if not args["merges"]:
         return result
     describe = getattr(tokenizer, "merges", None)
@@ -1083,6 +1173,47 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
                      for piece in worked.pieces]
     result.merges_agree = worked.agrees
     return result
+
+
+def _tok_text(session: Session, given: str | None) -> TokResult:
+    """:tok of a text: `given`, or where none is given the data's sample, split into its tokens."""
+    from ..core.bpe import shown_piece
+    from ..core.errors import DataError
+
+    tokenizer = session.data.tokenizer
+    # no text: the data's sample, as every other view reads (its usage line said [TEXT], and it refused the default)
+    text = given or sample_prompt(session.data)
+    if not given and hasattr(session.data, "answer"):
+        # a task's whole example, as training reads it: the views' prompt is a question alone, its answer left to guess
+        text += session.data.answer(text)
+    try:
+        ids = tokenizer.encode(text)
+    except DataError as e:  # `:tok 46 47 47`, ids typed as a text: its digits are no characters of Shakespeare's
+        if not _IDS.fullmatch(text.strip()):
+            raise
+        typed = ",".join(w for w in re.split(r"[\s,]+", text.strip()) if w)
+        raise DataError(f"{e}; to decode ids instead: {cmd('tok', ids=typed)}", fix=e.fix) from None
+    spelt = tokenizer.decode(ids)  # "e\u0301" for a typed "é": the token count said nothing of the rewrite
+    return TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit,
+                     sampled=not given, stand_in=_no_sample(session.data) if not given else "",
+                     read_as=spelt if spelt != text else None)
+
+
+_IDS = re.compile(r"[\d\s,]*\d[\d\s,]*")  # token ids as typed: digits, between them commas or spaces
+
+
+def _ids_given(typed: str, vocab_size: int) -> list[int]:
+    """The ids of `:tok ids=46,47,47` (commas, spaces or both between them), each checked against the vocabulary."""
+    words = [w for w in re.split(r"[\s,]+", typed.strip()) if w]
+    bad = next((w for w in words if not w.isdigit()), None) if words else typed
+    if bad is not None:
+        raise UserError(f"{option('ids')} takes token ids, whole numbers from 0 separated by commas, got "
+                        f"{clip(bad)!r}: e.g. {cmd('tok', ids='0,1,2')}")
+    ids = [int(w) for w in words]
+    if (high := next((i for i in ids if i >= vocab_size), None)) is not None:
+        raise UserError(f"token id {high:,} is past the vocabulary, whose ids are 0 to {vocab_size - 1:,}; "
+                        f"{cmd('data')} shows it")
+    return ids
 
 
 def _no_sample(data) -> str:
@@ -1129,6 +1260,8 @@ def render_tok(result: TokResult, console: Console) -> None:
         note(console, f"read as the data writes it, {quoted_end(result.read_as, 40)}: {read} where {typed}. Unicode "
                       "writes an accented letter as one character (é) or as the letter and a combining accent (e + "
                       "◌́), and the vocabulary holds the other form")
+    if result.from_ids:  # the decoding, whole: the row above shows it a token at a time
+        note(console, f"ids decoded: {quoted_end(result.text, 200)}")
     if result.stand_in:  # "a sample of the data" was said of "The quick brown", a text the data never held
         note(console, f"no text given, and {result.stand_in}: a text its vocabulary reads; "
                       f"{cmd('tok', 'TEXT')} splits your own")

@@ -20,11 +20,12 @@ from rich.text import Text
 from ..core.bpe import tokenizer_setting
 from ..core.catalog import TASKS, spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
-from ..core.errors import ConfigError, Interrupted, UserError
+from ..core.errors import ConfigError, Interrupted, UsageError, UserError
 from ..core.recipes import follow_optimizer, recipe, recipe_label
 from ..core.sizes import check_trainable, check_weights_free
 from ..core.threads import oversubscribed
 from ..core.words import count
+from ..palette import VISIBLE, visible
 from ..parsing import CLEAR, convert
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
@@ -36,9 +37,9 @@ from ..session import AUTOSAVE_NAME, Session, ShellConfig
 from ..syntax import (SHELL, cmd, exact_text, given_before, keep_with_load, loaded, own_settings, restore,
                       named, setting_text, spell_settings_with, syntax, without_setting)
 from .base import REGISTRY, ablation_note, command, complete_data, sampling_notes, switched_off
-from .shared import (ablations_gone, all_warm_up, bpe_trained_elsewhere, checkpoint_folder, file_changed,
-                     keep_trained_model, load_checked, quantized_gone, read_with, recipe_line, redraw_untrained,
-                     seed_kept_line, switch_data, width_one_reads_nothing)
+from .shared import (ACCUMULATION_ELSEWHERE, ablations_gone, all_warm_up, bpe_trained_elsewhere, checkpoint_folder,
+                     file_changed, keep_trained_model, load_checked, quantized_gone, read_with, recipe_line,
+                     redraw_untrained, seed_kept_line, switch_data, width_one_reads_nothing)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -351,13 +352,13 @@ def _text_first() -> str:
     return f"choose text data first, e.g. {cmd('data', 'pydoc')}"  # on disk: no download
 
 
-def _schedule_elsewhere() -> str:
+def _schedule_elsewhere(session: Session | None = None) -> str:
     return (f"the schedule is {named('train')}'s own option: {cmd('train', schedule='new')} warms up, then follows a "
             f"cosine from lr down to lr x min_lr_ratio, {cmd('train', schedule='continue')} holds one rate (the "
             f"default for a trained model); its shape: {cmd('set', 'warmup_steps', 'min_lr_ratio')}")
 
 
-def _fixed_elsewhere() -> str:
+def _fixed_elsewhere(session: Session | None = None) -> str:
     from ..core.optimizers import ADAMW_BETAS, MUON_MOMENTUM
 
     return (f"fixed in minitf, no setting: Muon's momentum {MUON_MOMENTUM:g} (Nesterov), AdamW's betas "
@@ -365,21 +366,47 @@ def _fixed_elsewhere() -> str:
             "weight_decay and grad_clip")
 
 
-def _decay_length_elsewhere() -> str:
-    return ("the cosine decays over the whole run, to its last step: nanoGPT's lr_decay_iters is steps here (as its "
-            f"max_iters is), and the rate ends at lr x min_lr_ratio; {cmd('set', 'steps')} shows the run's length")
+def _decay_length_elsewhere(session: Session | None = None) -> str:
+    # core.train.lr_at reaches the floor at step `steps`, one past the last: the last step's rate is a little above
+    # it (1.0006e-3 of lr 1e-2 at min_lr_ratio 0.1), which "ends at lr x min_lr_ratio" said otherwise
+    return ("the cosine decays over the whole run: nanoGPT's lr_decay_iters is steps here (as its max_iters is), and "
+            "the cosine reaches lr x min_lr_ratio one step past the run's last, so the last step's rate is a little "
+            f"above it; {cmd('set', 'steps')} shows the run's length")
 
 
-def _floor_elsewhere() -> str:
+# the head size of the video and of many papers, the width of one head (head_size=16 was "did you mean batch_size?")
+HEAD_SIZE = 16
+
+
+def _head_size_elsewhere(session: Session | None = None) -> str:
+    """The head size, which is no setting: the rule, and with a session the settings that make a head of 16 now."""
+    config = session.model_config if session is not None else None
+    rule = (f"the head size is d_k = d_model / n_heads (as {named('shapes')} and {named('qkv')} call it), made by "
+            "those two: a head size of K is n_heads=d_model/K where K divides d_model, or d_model=K x n_heads")
+    if config is None:  # parsed before any session is at hand: the rule, and where it is worked out for the model
+        return f"{rule}; {cmd('set', 'head_size')} works it out for the model's settings"
+    d_model, n_heads, size = config.d_model, config.n_heads, HEAD_SIZE
+    now = f"now {d_model // n_heads} (d_model {d_model} / n_heads {n_heads})"
+    heads = d_model // size if d_model % size == 0 and d_model // size in config.fitting_heads() else None
+    by_heads = (f"{cmd('set', n_heads=heads)} at d_model {d_model}" if heads is not None else
+                f"no head count at d_model {d_model}")
+    return (f"{rule}; {now}: a head size of {size} is {by_heads}, or {cmd('set', d_model=size * n_heads)} at "
+            f"n_heads {n_heads}")
+
+
+def _floor_elsewhere(session: Session | None = None) -> str:
     # nanoGPT's min_lr is a rate; min_lr_ratio, which a prefix match offered without a word, is a share of the peak
     return ("the cosine's floor is a share of the peak rate here, not a rate: min_lr_ratio is min_lr / lr (nanoGPT's "
             f"min_lr=6e-5 at learning_rate=6e-4 is min_lr_ratio=0.1; {cmd('set', 'lr')} shows the peak rate)")
 
 
 # names a user looks for in :set that live elsewhere (`:set schedule=cosine` was only "unknown option"), nanoGPT's
-# among them (the README promises its names: `lr_decay_iters=300` was asked "did you mean eval_batches?")
+# among them (the README promises its names: `lr_decay_iters=300` was asked "did you mean eval_batches?"). Each takes
+# the session where one is at hand (`:help KEY` has it; a line is parsed before) to work its words out for the model.
 SET_ELSEWHERE = {**dict.fromkeys(("schedule", "lr_schedule", "scheduler", "decay_lr", "lr_decay"), _schedule_elsewhere),
                  **dict.fromkeys(("momentum", "beta1", "beta2", "betas", "adam_betas", "nesterov"), _fixed_elsewhere),
+                 **ACCUMULATION_ELSEWHERE,
+                 **dict.fromkeys(("head_size", "head_dim", "d_head", "d_k"), _head_size_elsewhere),
                  "lr_decay_iters": _decay_length_elsewhere, "min_lr": _floor_elsewhere}
 
 
@@ -742,6 +769,8 @@ def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
                 raise UserError(f"a setting and its value go as one word "
                                 f"({cmd('set', **{named.name: named.metavar})}), and {e}") from None
             raise UserError(f"a setting and its value go as one word: {cmd('set', **{shown[-1].name: value})}")
+        if (key := word.replace("-", "_").lower()) in SET.elsewhere:  # its words worked out for this session's model
+            raise UsageError(f"no setting named {clip(word)!r}: {SET.elsewhere[key](session)}")  # (a parse has none)
         param = SET.find_param(word)  # a name of no setting: "unknown option ...; did you mean lr?"
         raise UserError(f"{param.name} takes a value: {cmd('set', **{param.name: param.metavar})}")
     return shown
@@ -968,6 +997,9 @@ class DataResult:
     floor_rate: float | None = field(default=None, metadata={"view_only": True})
     # the last run's own final rate where the lr setting caps it below that (floor_rate is then the setting)
     ended_at: float | None = field(default=None, metadata={"view_only": True})
+    # a character tokenizer's symbols in id order (symbols[i] is the character id i reads as; joined, the `chars` of
+    # "Let's build GPT"); null for a subword tokenizer (BPE), whose ids `tok ids=` decodes
+    symbols: list[str] | None = None
 
 
 def _held_out_only(data, reporter: Reporter) -> None:
@@ -995,7 +1027,7 @@ def _held_out_only(data, reporter: Reporter) -> None:
 
 @command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
          params=[Param("name", str, help=", ".join(spec_forms()) + " or a file path", positional=True,
-                       complete=complete_data, path=True, browse="files")], json_version=7)  # fmt: skip
+                       complete=complete_data, path=True, browse="files")], json_version=8)  # fmt: skip
 def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():
@@ -1007,7 +1039,8 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         except UserError as e:
             fix = f" ({cmd('set', **e.fix)})" if e.fix else ""
             reporter.notice(f"warning: {e}{fix}; {cmd('train')} refuses it as it is")
-        return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec)
+        return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec,
+                          symbols=symbols_of(session.data.tokenizer))
     spec = name.strip()
     data = load_checked(session, spec, reporter)
     _held_out_only(data, reporter)
@@ -1022,7 +1055,17 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         lr = session.train_config.lr  # never above the lr setting, as cmd_train caps it (with its tolerance)
         floor, ended = (final, None) if final <= lr * (1 + 1e-6) else (lr, final)
     return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec,
-                      model_step=step or None, floor_rate=floor, ended_at=ended)
+                      model_step=step or None, floor_rate=floor, ended_at=ended, symbols=symbols_of(data.tokenizer))
+
+
+def symbols_of(tokenizer) -> list[str] | None:
+    """A character tokenizer's symbols in id order (its `itos`); None for a subword tokenizer (BPE, a loaded model's),
+    whose tokens are bytes and merges that read as nothing alone: :tok ids= decodes those."""
+    return list(tokenizer.itos) if tokenizer.kind == "char" else None
+
+
+SYMBOLS_SHOWN = 200  # :data lists a character vocabulary up to this many symbols (a Chinese text's runs to thousands)
+WHITESPACE_NAMES = {"\n": "newline", " ": "space", "\t": "tab", "\r": "carriage return"}  # palette.VISIBLE's, named
 
 
 def render_kept(console: Console, kept: str | None) -> None:
@@ -1043,6 +1086,18 @@ def render_data(result: DataResult, console: Console) -> None:
         rows.append(("tokenizer", info.tokenizer))
     # a character tokenizer's vocabulary is the text's distinct symbols; a BPE's, its tokens (bytes and merges)
     rows.append(("vocabulary", count(info.vocab_size, "symbol" if info.unit == "character" else info.unit)))
+    if result.symbols is not None:  # in id order, each as :tok shows it (the newline ↵, the space ␣, the tab ⇥)
+        listed = result.symbols[:SYMBOLS_SHOWN]
+        shown = " ".join(visible(symbol) for symbol in listed)
+        more = len(result.symbols) - SYMBOLS_SHOWN
+        marks = [f"{VISIBLE[ch]} {name}" for ch, name in WHITESPACE_NAMES.items() if ch in listed]
+        rows.append(("symbols", f"by id from 0: {shown}"
+                                + (f" ... and {more:,} more (minitf data --json lists them all)" if more > 0 else "")
+                                + (f" ({', '.join(marks)})" if marks else "")))
+    else:  # a subword vocabulary: its tokens are bytes and merges, no row of symbols to read; the way to see them
+        first = max(0, min(256, info.vocab_size - 3))  # a byte-level BPE's first merges, past its 256 bytes
+        rows.append(("symbols", f"{count(info.vocab_size, 'token')}, not listed: "
+                                f"{cmd('tok', ids=f'{first},{first + 1},{first + 2}')} shows what ids read as"))
     if info.train_tokens is not None and info.val_tokens is not None:
         total = info.train_tokens + info.val_tokens
         # the split's own shares, of characters (a BPE's token counts read 91/9 of a 90/10 split)

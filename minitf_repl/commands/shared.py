@@ -601,3 +601,18 @@ def read_with(data, value: str, reporter, fix: str):
 
 
 SLOW_READ_CHARS = 5_000_000  # a subword tokenizer reads a text this long in seconds: read_with says so first
+
+
+def _accumulation_elsewhere(session: Session | None = None) -> str:
+    # nanoGPT's gradient_accumulation_steps was a bare "unknown key": the step it takes is a batch here, in one pass
+    return ("minitf has no micro-batches: a step is one forward and backward pass over batch_size sequences, so "
+            "nanoGPT's batch_size x gradient_accumulation_steps is batch_size here where memory allows (its 12 x 40 "
+            f"is {cmd('set', batch_size=480)}: the same sequences and the same mean gradient per step, in one pass); "
+            f"where memory does not, a smaller batch_size takes noisier steps ({cmd('set', 'batch_size')} shows it)")
+
+
+# gradient accumulation's names, nanoGPT's and the common short ones, for :set and :train, whose batch_size= this is
+# too (`train steps=5 grad_accum=4` was a bare "unknown option"); here, as commands/settings imported by train would
+# register its family before train's, first in :help
+ACCUMULATION_ELSEWHERE = dict.fromkeys(("gradient_accumulation_steps", "grad_accum", "grad_accum_steps", "accum_steps",
+                                        "gradient_accumulation", "accumulation_steps"), _accumulation_elsewhere)

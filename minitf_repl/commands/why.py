@@ -427,6 +427,8 @@ class AttribResult:
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
+# how :attrib and :heads read a head's name, said once in each: "head 0.0", "head 4.2" read as decimal numbers
+HEAD_NAME_EXAMPLE = "1.2: layer 1's head 2"
 
 
 @command("attrib", "Direct logit attribution: how much the embedding, each head and each FFN add to the next "
@@ -502,6 +504,8 @@ def render_attrib(result: AttribResult, console: Console) -> None:
                       f"bias, so it adds nothing of its own (scale {result.scale:.3g})")
     # "attention biases" read as all of attention's: it is b^O alone (said only where its row is listed: summed with
     # the smaller parts or writing exactly 0, the note explained a row not on screen)
+    if any(p.kind == "head" for p in shown):  # "head 1.2" read as a decimal number
+        note(console, f"head L.H: head H of layer L ({HEAD_NAME_EXAMPLE}), as {cmd('ablate')} names it")
     if any(p.kind == "bias" for p in shown):
         note(console, "output biases b^O: every block's W^O bias, added whatever the heads do; b^V is inside each "
                       "head's row (A's rows sum to 1, so AV carries it), and b^Q and b^K move only the pattern")
@@ -725,7 +729,8 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                 + ([""] if swept else []))
     table = fitting_table(console, names, rows, left=("head", "named"), optional=("current", "first", "duplicate"))
     console.print(table)  # its caption names the columns the width left out
-    note(console, f"even: the scores of attention spread evenly over keys 0..i; named: the role of a head's largest "
+    note(console, f"head L.H: head H of layer L ({HEAD_NAME_EXAMPLE}), as {cmd('ablate')} names it; even: "
+                  f"the scores of attention spread evenly over keys 0..i; named: the role of a head's largest "
                   f"score, when that is at least {ROLE_AT} and {ROLE_OVER_UNIFORM:g}x the even score")
     if swept:
         note(console, "off: copying: the copying gain (the first copy's loss minus the repeat's, nats a token) lost "

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..core.errors import UserError
+from ..core.variants import norm_kind
 from ..core.words import count, quoted_chars, quoted_end
 from ..palette import quoted, visible
 from ..registry import Param
@@ -130,6 +131,12 @@ class QkvResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     causal: bool = True  # the model's causal mask is on; off (causal=off), M = 0 and the future is read too
     around: str = ""  # the text around the query, decoded (the tokens joined would read a byte as its escape)
+    # The spread the 1/sqrt(d_k) is for (the video's "why"), over the keys this query reads: for q and k of
+    # independent features var(q.k) = d_k var(q) var(k), so unit-variance q and k give scores of variance d_k
+    q_var: float = 0.0  # var(q_i): the variance of the query's d_k features
+    k_var: float = 0.0  # var(k): the variance of the numbers of the keys it reads (d_k each)
+    dot_var: float = 0.0  # var_j(q_i.k_j) over the keys it reads, before the scale
+    score_var: float = 0.0  # var_j(s_ij) = var_j(q_i.k_j) / d_k: what the softmax is given
 
 
 @command("qkv", "One query's attention worked out: q.k for every key, the scale, the causal mask, softmax, the "
@@ -139,7 +146,7 @@ class QkvResult:
                           "hide; -1: the last)", meta="N"),
     BLOCK,
     QUERY_HEAD,
-], json_version=3, guide="inside-views.md#one-query-worked-out-by-hand-qkv")  # fmt: skip
+], json_version=4, guide="inside-views.md#one-query-worked-out-by-hand-qkv")  # fmt: skip
 def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     layer = check_layer(session, args["layer"])
     config = session.model_config
@@ -156,7 +163,23 @@ def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     return QkvResult(prompt=text, tokens=shown_pieces(session.data.tokenizer, ids), n_heads=config.n_heads,
                      n_kv_heads=config.kv_heads, d_model=config.d_model, dropped=dropped,
                      unit=session.data.tokenizer.unit, untrained=session.untrained, ablations=switched_off(session),
-                     around=_around(session.data.tokenizer, ids, worked.at, cut_before=bool(dropped)), **fields)
+                     around=_around(session.data.tokenizer, ids, worked.at, cut_before=bool(dropped)), **fields,
+                     **_score_spread(worked.q, worked.keys, worked.dots, worked.at, worked.causal))
+
+
+def _score_spread(q: list[float], keys: list[list[float]], dots: list[float], at: int, causal: bool) -> dict:
+    """var(q_i), var(k) and the variance of q_i.k_j and of s_ij over the keys j that query `at` reads.
+    One query's figure, not the whole layer's: the spread of this row's scores is what makes this row's softmax
+    soft or peaked, the row the table shows, and it needs no second pass over every query and head."""
+    read = at + 1 if causal else len(dots)
+
+    def var(values: list[float]) -> float:  # the population variance: over all of them, none held out
+        mean = sum(values) / len(values)
+        return sum((x - mean) ** 2 for x in values) / len(values)
+
+    dot_var = var(dots[:read])
+    return {"q_var": var(q), "k_var": var([x for key in keys[:read] for x in key]), "dot_var": dot_var,
+            "score_var": dot_var / len(q)}
 
 
 def _around(tokenizer, ids: list[int], at: int, cut_before: bool = False) -> str:
@@ -251,6 +274,16 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     note(console, f"without the 1/sqrt(d_k) scale the largest weight would be {unscaled_top:.3f}: scores "
                   f"{math.sqrt(d_k):.2f} times as far apart, a sharper softmax" if read > 1 else
                   f"position {i} reads only itself: its weight is 1 whatever the scores")
+    if read > 1:
+        # The video's why: q.k sums d_k products, so its variance is d_k var(q) var(k), d_k for unit-variance q and
+        # k; small q and k (a fresh model) keep it small with or without the scale. Three short lines, not one that
+        # wraps between a name and its number
+        note(console, f"the spread over these {read} keys: var(q_i) = {result.q_var:.3g}, var(k) = {result.k_var:.3g}, "
+                      f"d_k = {d_k}")
+        note(console, f"var(q.k_j) = {result.dot_var:.3g}; independent features would give d_k var(q) var(k) = "
+                      f"{d_k * result.q_var * result.k_var:.3g}")
+        note(console, f"scaled: var(s_ij) = var(q.k_j) / d_k = {result.score_var:.3g} (unit-variance q and k: {d_k} "
+                      f"unscaled, 1 scaled)")
     say(console, f"o_i = sum_j a_ij v_j: {d_k} numbers, |o_i| = {_norm(result.out):.3f}; this head's {d_k} of the "
                  f"{result.d_model} that Concat(heads) W^O reads at position {i}")
     diffs = (result.model_weights_diff, result.model_out_diff, result.fused_out_diff)
@@ -423,6 +456,9 @@ class ResidResult:
     # the prompt typed again reads these tokens (a prompt cut to the window may start inside a character, whose bytes
     # a BPE then reads otherwise): the :ln line carries it, else a PROMPT placeholder
     retyped: bool = field(default=True, metadata={"view_only": True})
+    # the norm normalises (norm=none: the identity, which divides by 1 and hands the stream on as it is), as its kind
+    # declares (core.variants.NormKind.normalises)
+    normalised: bool = field(default=True, metadata={"view_only": True})
 
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
@@ -446,7 +482,8 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
                        untrained=session.untrained, ablations=switched_off(session),
                        norm_gain=session.model_config.norm_gain, tied=session.model_config.tie_embeddings,
                        upto=_typed_back(session.data.tokenizer, ids[:stream.at + 1]) if session.model.causal else None,
-                       retyped=_typed_back(session.data.tokenizer, ids) is not None)
+                       retyped=_typed_back(session.data.tokenizer, ids) is not None,
+                       normalised=norm_kind(session.model_config).normalises)
 
 
 def _typed_back(tokenizer, ids: list[int]) -> str | None:
@@ -472,7 +509,11 @@ def render_resid(result: ResidResult, console: Console) -> None:
     say(console, f"the residual stream at position {i} {quoted(result.tokens[i])} of {quoted_end(result.prompt, 48)}",
         "bold")
     update = stream_update(norm, pre, result.residual)
-    if not result.residual:
+    if not result.normalised:  # the columns still read Id's numbers: it divides by 1 and hands on what it read
+        note(console, f"norm=none: {norm} is the identity, so h <- {update} is h <- {'h + ' * result.residual}f(h) "
+                      "for f = attention, then the FFN: no norm anywhere, each sublayer and the head read the stream "
+                      "as it is")
+    elif not result.residual:
         note(console, f"residual=off: h <- {update} for f = attention, then the FFN: each sublayer's output replaces "
                       "the stream, nothing of h passes it but what f makes of it")
     elif pre:
@@ -522,7 +563,10 @@ def render_resid(result: ResidResult, console: Console) -> None:
                      f"each sublayer adds its write to the stream, none replaces it")
         reads = [w.norm.size_out for w in result.writes]
         shrunk = eps_bound(result)
-        if shrunk is None:
+        if not result.normalised:
+            note(console, f"every sublayer read the stream itself, of size {min(reads):.2g}..{max(reads):.2g}: "
+                          "with no norm its scale, however it grows, is what the next block's matrices multiply")
+        elif shrunk is None:
             note(console, f"yet every sublayer read a vector of size {min(reads):.1f}..{max(reads):.1f} "
                           f"(sqrt(d) = {math.sqrt(result.d_model):.1f}" + (" times the gain" if result.norm_gain else
                                                                         ": norm_gain=off, no gain scales it")
@@ -542,7 +586,8 @@ def render_resid(result: ResidResult, console: Console) -> None:
     prompt = (typeable_prompt(result.prompt) if result.retyped else None) or "PROMPT"
     last = result.at == len(result.tokens) - 1
     ln = cmd("ln", prompt, **({} if last else {"at": result.at}), layer=result.writes[-1].block, which="ln_2")
-    note(console, f"{ln} works one of these norms out step by step, feature by feature")
+    if result.normalised:  # norm=none has no norm for :ln to work out
+        note(console, f"{ln} works one of these norms out step by step, feature by feature")
     # :attrib splits only a stream that is the sum of its writes (core.attribution.check_pre_norm refuses the rest),
     # at a text's last position: this one, or the last of the text up to it
     upto = prompt if last else typeable_prompt(result.upto or "")
@@ -558,7 +603,9 @@ def render_resid(result: ResidResult, console: Console) -> None:
 def eps_bound(result: ResidResult) -> float | None:
     """The shortest |x̂| / sqrt(d) among the norms :resid shows, where one falls short of 1 by more than 5%: the
     eps under the square root outweighs the spread (:ln says so at one norm); None where every norm scales its
-    input to sqrt(d), or a norm does not say what it divided by."""
+    input to sqrt(d), or a norm does not say what it divided by, or there is no norm (norm=none divides by 1)."""
+    if not result.normalised:
+        return None
     reads = [w.norm for w in result.writes] + ([result.final] if result.final is not None else [])
     return eps_share(reads, result.d_model, result.norm_scale == "std")
 
@@ -608,6 +655,9 @@ def said_all(k: int | None, n: int, what: str, reporter: Reporter) -> None:
 ], guide="inside-views.md#one-norm-step-by-step-ln")  # fmt: skip
 def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
     layer = check_layer(session, args["layer"])
+    if not norm_kind(session.model_config).normalises:  # its kind declares it the identity: no arithmetic to show
+        raise UserError(f"there is no norm to work out: norm={session.model_config.norm} hands the stream on as it "
+                        f"is; {cmd('set', norm='layernorm')} (or rmsnorm) builds a model with one")
     text, ids, dropped, at = read_at(session, "ln", args, reporter)
     from ..core.inside import norm_worked
 

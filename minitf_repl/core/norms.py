@@ -1,7 +1,8 @@
-"""Normalisation layers: LayerNorm (the seed's) and RMSNorm, one chosen by `config.norm`.
+"""Normalisation layers: LayerNorm (the seed's) and RMSNorm, one chosen by `config.norm`, or none.
 
     LayerNorm(x) = (x - mean(x)) / sqrt(var(x) + eps) * g + b       centre, then scale
     RMSNorm(x)   = x / sqrt(mean(x^2) + eps) * g                    scale only (no mean, no bias)
+    Id(x)        = x                                                norm=none: the stream as it is
 
 RMSNorm (Zhang & Sennrich, 2019) drops the centring: it costs less and trains as well, which is why
 Llama and most later models use it. With `norm_gain` off a norm learns nothing (no g, no b).
@@ -200,3 +201,37 @@ class RMSNorm(NormPart, nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0] if self.weight is not None else 'no gain'}, eps={self.eps}"
+
+
+@builds("none")
+class NoNorm(NormPart, nn.Module):
+    """norm=none: the identity, x handed on as it is, for a block without a norm (the video's stage before it adds
+    LayerNorm). It learns nothing and divides by nothing: frozen it is exactly itself (scale 1, offset 0), and it
+    has no arithmetic for `:ln` to work out (by_hand() is None)."""
+
+    label = "Id"
+    divides_by = "1"  # it divides by nothing: the scale it states is 1
+    centres = False
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    @classmethod
+    def from_config(cls, dim: int, config: ModelConfig) -> NoNorm:
+        return cls(dim)  # no eps, no gain: norm_eps and norm_gain have nothing to act on
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def formula(self, of: str, note: str = "") -> str:
+        return f"{of}{note}, as it is (norm=none: no norm)"
+
+    def frozen(self, x: torch.Tensor) -> FrozenNorm:
+        return FrozenNorm(lambda part: part, x.new_zeros(self.dim), x.new_ones(*x.shape[:-1], 1), biased=False)
+
+    def kept_floats(self) -> int:
+        return 0  # its output is its input: nothing new kept for the backward pass
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, the identity"

@@ -75,6 +75,9 @@ class NormKind:
 
     name: str
     parameters: Callable[[int, Any], int]  # (dim, model config) -> parameters of one norm over dim features
+    # False: the norm is the identity (norm=none), so a view that works a norm out or reads its scale says there is
+    # none, instead of showing 1 as what it divided by
+    normalises: bool = True
 
 
 NORMS = Kinds("norm")
@@ -84,6 +87,9 @@ declare_norm, norm_kind = NORMS.declare, NORMS.of
 # LayerNorm learns a gain g and, with biases on, a bias b per feature; RMSNorm a gain only.
 declare_norm(NormKind("layernorm", lambda dim, c: (2 * dim if c.bias else dim) if c.norm_gain else 0))
 declare_norm(NormKind("rmsnorm", lambda dim, c: dim if c.norm_gain else 0))
+# none: the blocks without a norm (the video's stage before it adds LayerNorm), for the lab's "why the norm"; it
+# learns nothing, whatever norm_gain says
+declare_norm(NormKind("none", lambda dim, c: 0, normalises=False))
 
 
 # --- feed-forward networks ---------------------------------------------------------------------------

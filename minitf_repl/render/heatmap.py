@@ -90,13 +90,14 @@ def heads_note(tokens: list[str]) -> str | None:
     return None
 
 
-def label_width(tokens: list[str]) -> int:
+def label_width(tokens: list[str], start: int = 0) -> int:
     """Columns of the row labels: 2 for characters (as always), a subword piece's columns and a space, at most
     MAX_LABEL + 1, after its position and a space where the columns are headed by position (by_index). Columns
-    (palette.columns), not characters: a Chinese character or an emoji takes two."""
+    (palette.columns), not characters: a Chinese character or an emoji takes two. `start`: the position of the first
+    of `tokens` (a map cut to a text's last positions), whose positions label the rows."""
     longest = max((columns(visible(t)) for t in tokens), default=1)
     piece = 2 if longest <= 1 else min(longest, MAX_LABEL) + 1
-    return piece + (len(str(len(tokens) - 1)) + 1 if by_index(tokens) else 0)
+    return piece + (len(str(start + len(tokens) - 1)) + 1 if by_index(tokens) else 0)
 
 
 def column_width(tokens: list[str], width: int) -> int:
@@ -119,26 +120,28 @@ def reads_future(maps: list[list[list[float]]]) -> bool:
 
 
 def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: int, as_text: bool,
-            future: bool = False) -> Text:
+            future: bool = False, start: int = 0) -> Text:
     """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank unless
     `future` (nothing masks it: causal off, or the mask ablated). `width` columns per cell (column_width: 2 for a wide
     character, 3 for heads of two characters); a column is headed by its token's first character, or its first two
     where the first alone does not tell the tokens apart (column_heads), or by its position where neither does
     (by_index), a row by the whole token (up to MAX_LABEL columns, cut with "…"); heads_note says which, where not
-    the tokens' first characters."""
+    the tokens' first characters. `start`: the text's position of the first of `tokens` (a map cut to the last
+    positions): the positions that head the rows and columns are the text's (146 to 250, not 0 to 104), as the
+    position a reader pastes into :qkv at=i is."""
     T = len(tokens)
     heads = column_heads(tokens)
     index = heads is None
-    label = label_width(tokens)
+    label = label_width(tokens, start)
     width = column_width(tokens, width)
-    digits = len(str(T - 1)) + 1 if index else 0  # a row's position and a space before its token
+    digits = len(str(start + T - 1)) + 1 if index else 0  # a row's position and a space before its token
     out = Text(" " * label)
     for j in range(T):  # cut and padded by columns, not characters, so that the cells stay under keys
-        out.append(fit_columns(str(j % 10) if index else heads[j], width), style="bold")
+        out.append(fit_columns(str((start + j) % 10) if index else heads[j], width), style="bold")
     for i in range(T):
         out.append("\n")
         shown = label - digits - 1 if label - digits > 2 else label - digits  # a space after a subword piece
-        row = f"{i:>{digits - 1}} " if index else ""
+        row = f"{start + i:>{digits - 1}} " if index else ""
         out.append(row + fit_columns(piece_cell(visible(tokens[i]), shown), label - digits), style="bold")
         for j in range(T):
             if j > i and not future:
@@ -158,4 +161,19 @@ def window_note(shown: int, total: int, width: int, height: int | None = None) -
     text (the rows' weights still spread over the keys cut off); `height`: the terminal's lines cut it, not its
     columns."""
     size = f"{height} lines tall" if height is not None else f"{width} columns wide"
-    return f"showing the last {shown} of {total} positions (the terminal is {size})"
+    # where they are: a row counted from the window's top read as position 0, not as the text's position 146
+    return (f"showing the last {shown} of {total} positions (the terminal is {size}): positions {total - shown} to "
+            f"{total - 1}")
+
+
+def before_window_note(maps: list[list[list[float]]], start: int) -> str | None:
+    """What the rows of maps ([head][query i][key j]) cut to positions `start` on put on the keys before them, which
+    the map leaves out: its rows, said to be where position i looks over keys 0..i, summed to well under 1 with no
+    word. None where nothing is cut."""
+    if not start:
+        return None
+    cut = [sum(row[:start]) for m in maps for row in m[start:]]
+    if not cut:
+        return None
+    return (f"each row also puts weight on keys 0 to {start - 1}, before the window and not drawn: {min(cut):.2f} to "
+            f"{max(cut):.2f} of the row ({sum(cut) / len(cut):.2f} on average), so the cells drawn sum to the rest")
