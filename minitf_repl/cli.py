@@ -59,11 +59,34 @@ PAIRS = "pairs"  # the KEY=VALUE words of a command that reads only pairs (set)
 
 
 def _stdout() -> Console:
-    return console_for()
+    return _shell_console()
 
 
 def _stderr() -> Console:
-    return console_for(stderr=True)
+    return _shell_console(stderr=True)
+
+
+def _shell_console(**options) -> Console:
+    """A console of the shell's. Under a Jupyter kernel's `!` (`!minitf train` in a cell) as in a pipe: the kernel
+    gives the command a pseudo-terminal, where the live display wrote its cursor codes, a frame of the bar per redraw
+    and the loss table three times into the cell. No colour there either, unless the user forces it (FORCE_COLOR,
+    which Rich reads: force_terminal would override it); the front end draws no live display (_run_one)."""
+    if not _under_a_kernels_bang():
+        return console_for(**options)
+    forced = os.environ.get("FORCE_COLOR", "") != ""
+    console = console_for(**options, **({} if forced else {"force_terminal": False}))
+    console.soft_wrap = True  # a message one line, as in a pipe: the cell wraps it to its own width
+    return console
+
+
+def _under_a_kernels_bang() -> bool:
+    """repl.under_a_kernels_bang, asked only where the kernel's sign is set: repl (prompt_toolkit) loads slowly, and
+    a one-shot command elsewhere need not load it."""
+    if "JPY_PARENT_PID" not in os.environ:
+        return False
+    from .repl import under_a_kernels_bang
+
+    return under_a_kernels_bang()
 
 
 def _command_line_error(line: str) -> None:
@@ -1481,6 +1504,13 @@ def _transcript_unused(why: str) -> None:
                    "it does nothing here", "yellow")
 
 
+# `main([])` (or minitf's options alone) from a notebook's cell: the REPL read the kernel's stdin as an empty script
+# and returned 0, having done nothing and said nothing
+IN_A_KERNEL = ("main() with no command opens the REPL, which needs a terminal to type in, and a Jupyter kernel has "
+               "none; give it a command: main(['train', '--steps', '50']) (main(['--help']) lists them), or run the "
+               "lab from Python: from minitf_repl import Lab")
+
+
 def open_shell(session: Session, debug: bool = False, loaded=None, transcript: bool = False,
                quiet: bool = False) -> int:
     """The REPL on a terminal; line by line (no colour, no animation) when stdin is a pipe or a file. `loaded`: what
@@ -1493,6 +1523,9 @@ def open_shell(session: Session, debug: bool = False, loaded=None, transcript: b
         error(_stderr(), "standard input is closed, so there are no commands to read; run minitf in a terminal, "
                          "pipe commands into it, or give a command (minitf train)")
         return 1
+    if "ipykernel" in sys.modules:  # main([]) in a kernel: its stdin is no script and no one types there
+        _command_line_error(IN_A_KERNEL)
+        return 2
     if sys.stdin.isatty():
         if transcript and not quiet:
             _transcript_unused("at a terminal each line typed is on the screen already")
@@ -1685,7 +1718,7 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
         except UserError:
             raise typer.Exit(1) from None
     front = FrontEnd(syntax="shell", json=as_json, debug=state.debug, quiet=state.quiet,
-                     typed=_words_after(command, ""))
+                     typed=_words_after(command, ""), live=False if _under_a_kernels_bang() else None)
     door = FrontDoor(state.session, _stdout(), _stderr(), front,
                      progress=_stderr(), registry=registry)
     status = door.run(command, args)

@@ -380,7 +380,7 @@ class FrontDoor:
         if (shell := self._shell_line(line.strip())) is not None:
             return shell
         stripped = line.strip()
-        if stripped.startswith(":") or stripped.split(None, 1)[0].lower() not in self.registry.names():
+        if stripped.startswith(":") or command_first(stripped, self.registry) is None:
             return None
         try:
             with speaking(self.front.syntax):
@@ -487,11 +487,11 @@ class FrontDoor:
         words = stripped.split(None, 2)
         if words[0] == PROGRAM and len(words) > 1 and words[1].lower() in self.registry.names():
             stripped = stripped[len(PROGRAM):].strip()  # `minitf gen hello`, a shell's line copied into a script
-        word = stripped.split(None, 1)[0].lower()
-        if word not in self.registry.names():
+        named = command_first(stripped, self.registry)
+        if named is None:
             return ""
+        word = stripped.split(None, 1)[0].lower()
         line = f":{clip(stripped)}"  # the whole line: where it is wrong as a command, its own error says how
-        named = self.registry.names()[word]
         if named.positional is None and not named.options:  # `quit now`: a command of no words at all (:quit
             line = f":{word}"  # refuses any text), the line cut to its name
         return f"; {AS_TEXT}; {line} runs it as a command"
@@ -658,6 +658,14 @@ class FrontDoor:
             close()
         if getattr(reporter, "streamed", False):
             self.out.print()
+
+
+def command_first(line: str, registry: Registry) -> Command | None:
+    """The command that the first word of a line without its ':' names (`train steps=3`, `Help`), else None: the
+    REPL's rule for a line read as text that may be meant as a command (FrontDoor._meant_as_command, _not_text), and
+    Lab's for a line that runs a command with its ':' left out."""
+    words = line.split(None, 1)
+    return registry.names().get(words[0].lower()) if words and not words[0].startswith(":") else None
 
 
 # Curly quotes, as docs and blogs typeset a line (`:set lr=“0.06”`), are characters, not quotes: a value that held them

@@ -12,13 +12,15 @@ they come, so that a long run is seen to run and a failed line is seen in a scri
 from __future__ import annotations
 
 import io
+import os
 
 from rich.jupyter import JUPYTER_HTML_FORMAT
 
 from .commands import REGISTRY
 from .core.errors import UserError
-from .dispatch import FAILED, FrontDoor, FrontEnd, json_document
+from .dispatch import FAILED, FrontDoor, FrontEnd, command_first, json_document
 from .parsing import parse_line
+from .render.renderers import render, text_apart
 from .render.words import console_for, error
 from .session import Session
 
@@ -67,18 +69,34 @@ class Shown:
         return self.text.rstrip("\n") or (f"<{self.status}: {self.error}>" if self.error else f"<{self.status}>")
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """IPython's and Jupyter's display: the one recorded view as text and HTML; nothing where the line showed
-        nothing (its error went to standard error as it failed)."""
+        """The one recorded view as text and HTML; nothing where the line showed nothing (its error went to standard
+        error as it failed)."""
         if not self.text.strip():
             return {}
         return {"text/plain": self.text.rstrip("\n"), "text/html": self.html}
 
+    def _ipython_display_(self) -> None:
+        """IPython's and Jupyter's display, asked before any other: the view once, and nothing at all where the line
+        showed nothing (a failed line, said on standard error as it failed; an empty one; :quit). An empty bundle
+        alone did not do it: IPython then showed __repr__'s text, a second `<failed: error: ...>` under the error."""
+        bundle = self._repr_mimebundle_()
+        if bundle:
+            from IPython.display import display
+
+            display(bundle, raw=True)
+
 
 class _Door(FrontDoor):
-    """The front door, keeping the command that ran and its result for `Shown`."""
+    """The front door, keeping the command that ran and its result for `Shown`, and its view drawn a second time, in
+    colour, on `colour` (`coloured`: where it was, for the HTML)."""
+
+    def __init__(self, *args, colour=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.colour = colour
+        self.coloured = False
 
     def run(self, command, args: dict, meant: str = "") -> str:
-        self.command, self.result = command, None
+        self.command, self.result, self.coloured = command, None, False
         return super().run(command, args, meant)
 
     def _reporter(self):
@@ -88,7 +106,15 @@ class _Door(FrontDoor):
 
         def keep(result) -> None:
             self.result = result
+            # the view whole from its result: not where its text was streamed as it ran (:gen), nor after anything else
+            # the line showed; those keep the HTML of the text recording
+            whole = not getattr(reporter, "streamed", False) and not self.out.export_text(clear=False)
             finish(result)
+            if whole and self.colour is not None:
+                # as finish shows a result on out, which is never the progress console here (RichReporter.finish)
+                if not text_apart(result, self.colour):
+                    render(result, self.colour)
+                self.coloured = True
 
         reporter.finish = keep
         return reporter
@@ -101,23 +127,32 @@ class Lab:
     a path) are adopted as the session's; `trainer` (a Trainer) brings its model, data and history together. With
     none of them the session builds its model from its settings on first use, as the shell does. `checkpoint_dir`
     and `settings` ({"lr": 0.001, "n_layers": 2}) are the shell's --checkpoint-dir and --set; `device` its --device;
-    `width` the columns a view is laid out in."""
+    `width` the columns a view is laid out in. A wrong one is refused here, in one line naming the fix (a TypeError
+    for an object of another kind), not by every line after."""
 
     def __init__(self, model=None, data=None, trainer=None, checkpoint_dir=None, settings: dict | None = None,
                  device: str = "auto", width: int = WIDTH):
+        _check(model, data, checkpoint_dir, settings, device, width)
         spec = data if isinstance(data, str) else "pydoc"
         self.session = Session(data_spec=spec, device_name=device, checkpoint_dir=checkpoint_dir)
         # Recorded, never drawn: force_jupyter=False, or Rich displays each print in a notebook as an output of its
-        # own (and the StringIO too). A terminal to Rich, so that colours are recorded for the HTML and messages wrap
-        # at spaces within `width`; live=False below keeps it from drawing any animation.
+        # own (and the StringIO too). A terminal to Rich, so that messages wrap at spaces within `width`; live=False
+        # below keeps it from drawing any animation. Twice: without colour for the text (str, print, text/plain),
+        # which then shows what colour says as a pipe shows it (an attention map's shades; coloured cells were
+        # spaces there, every map blank), and in colour for the HTML
         self.out = console_for(file=io.StringIO(), width=width, record=True, force_jupyter=False, force_terminal=True,
-                               color_system="truecolor")
-        # As they come, on standard error: in a notebook a stream of text appended to the cell's output
-        self.err = console_for(stderr=True, force_jupyter=False, record=True)
-        progress = console_for(stderr=True, force_jupyter=False)
+                               color_system=None)
+        self.colour = console_for(file=io.StringIO(), width=width, record=True, force_jupyter=False,
+                                  force_terminal=True, color_system="truecolor")
+        # As they come, on standard error: in a notebook a stream of text appended to the cell's output, which breaks
+        # a long line at its own width, inside a number ("tokens/s" / "7,621"): wrapped at spaces within `width` here
+        self.err = console_for(stderr=True, force_jupyter=False, record=True, width=width)
+        progress = console_for(stderr=True, force_jupyter=False, width=width)
+        self.err.soft_wrap = progress.soft_wrap = False
         # A line per evaluation (progress is not out: RichReporter's `lines`), no bar: a notebook shows no redraw, and
         # a bar's each frame became text of its own; a long :train is seen to run, its table shown once at its end
-        self.door = _Door(self.session, self.out, self.err, FrontEnd(live=False), progress=progress)
+        self.door = _Door(self.session, self.out, self.err, FrontEnd(live=False), progress=progress,
+                          colour=self.colour)
         if settings:
             self._set(settings)
         if trainer is not None or model is not None or not (data is None or isinstance(data, str)):
@@ -129,12 +164,16 @@ class Lab:
         if not isinstance(line, str):
             raise TypeError(f"Lab runs a line of the REPL's, got {type(line).__name__}; e.g. lab(':attn layer=1')")
         stripped = line.strip()
-        # always a command: in Python a text to continue is given to :gen by name (lab(":gen Once upon"))
-        typed = stripped if not stripped or stripped.startswith(":") else f":{stripped}"
+        # a line whose first word names a command is that command, its ':' left out (`attn layer=0`); any other is
+        # text to continue, as at the REPL (`3141=`, the question :train says to ask)
+        typed = f":{stripped}" if command_first(stripped, REGISTRY) is not None else stripped
         self.door.command, self.door.result = None, None
         status = self.door.run_line(typed)
-        html = self.out.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT, clear=False)
-        text = self.out.export_text(clear=True)
+        recorded = self.colour if self.door.coloured else self.out
+        html = recorded.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT, clear=False)
+        self.colour.export_text(clear=True)  # (the next line's HTML starts empty)
+        # without the padding a table or a panel leaves at the end of its lines (:help's, to `width`)
+        text = "\n".join(row.rstrip() for row in self.out.export_text(clear=True).split("\n"))
         said = " ".join(self.err.export_text(clear=True).split())
         return Shown(self.door.command, self.door.result, status, text, html, said if status == FAILED else "")
 
@@ -195,3 +234,33 @@ class Lab:
         """What the session calls the data (as --data names it: sort:4)."""
         info = data.info()
         return info.shown_name or info.name
+
+
+def _check(model, data, checkpoint_dir, settings, device, width) -> None:
+    """Lab's arguments, each refused in one line naming the fix: a TypeError for an object of another kind, a
+    UserError for a value it cannot use (data or a device not here). Accepted, they failed later: an AttributeError
+    from deep inside for Lab(model="x"), and every line after for Lab(data="nosuchdata") or Lab(device="gpu")."""
+    from .commands.settings import device_problem
+    from .core.catalog import data_problem
+    from .core.model import require_model
+
+    if model is not None:
+        require_model(model, "Lab(model=...)")
+    if isinstance(data, str):
+        if (problem := data_problem(data)) is not None:
+            raise UserError(f"data={data!r}: {problem}")
+    elif data is not None and not callable(getattr(data, "get_batch", None)):
+        raise TypeError(f"data= takes a dataset or its name as --data takes it, got {type(data).__name__}; e.g. "
+                        "Lab(data='sort:4') or Lab(data=load_data('sort:4'))")
+    if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
+        raise TypeError(f"checkpoint_dir= takes a folder's path, got {type(checkpoint_dir).__name__}; e.g. "
+                        "Lab(checkpoint_dir='checkpoints')")
+    if settings is not None and not isinstance(settings, dict):
+        raise TypeError(f"settings= takes a dict of settings, got {type(settings).__name__}; e.g. "
+                        "Lab(settings={'n_layers': 2, 'lr': 0.001})")
+    if not isinstance(device, str):
+        raise TypeError(f"device= takes a device's name, got {type(device).__name__}; e.g. Lab(device='cpu')")
+    if (problem := device_problem(device)) is not None:
+        raise UserError(f"device={device!r}: {problem}")
+    if isinstance(width, bool) or not isinstance(width, int):
+        raise TypeError(f"width= takes a whole number of columns, got {type(width).__name__}; e.g. Lab(width=100)")

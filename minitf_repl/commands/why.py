@@ -22,6 +22,7 @@ from rich.text import Text
 
 from ..core.bpe import shown_pieces
 from ..core.errors import UserError
+from ..core.variants import norm_kind
 from ..core.words import count, quoted_chars, quoted_end
 from ..palette import VISIBLE, quoted, visible
 from ..registry import Param, clip
@@ -424,6 +425,9 @@ class AttribResult:
     untrained: bool = False  # the model has not trained: the logit split is random weights' (said)
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    # the final norm normalises (norm=none: the identity, which adds nothing and divides by 1: the notes spoke of a
+    # norm "frozen at this input's scale" the model does not have), as its kind declares
+    normalised: bool = field(default=True, metadata={"view_only": True})
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
@@ -455,7 +459,7 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
     return AttribResult(prompt=text, target=shown_piece(data.tokenizer, a.target), logit=a.logit, offset=a.offset,
                         scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias,
                         ablations=switched_off(session), untrained=session.untrained, dropped=dropped,
-                        unit=data.tokenizer.unit)
+                        unit=data.tokenizer.unit, normalised=norm_kind(session.model_config).normalises)
 
 
 @render.register(AttribResult)
@@ -463,8 +467,10 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     as_text = plain(console)
     target = quoted(result.target)  # '\x14' once, not repr's '\\x14'
     say(console, f"what writes the logit of {target} after {quoted_end(result.prompt, 40)}", "bold")
+    through = ("read through the final norm frozen at this input's scale" if result.normalised else
+               "read straight through the head: norm=none has no final norm")
     note(console, f"{target}: logit {result.logit:.2f}, probability {result.prob:.3f}, rank {result.rank}; "
-                  "each part's share, read through the final norm frozen at this input's scale")
+                  f"each part's share, {through}")
     # a part switched off by :ablate (a head, a skipped block's heads and FFN) writes exactly 0: such rows filled the
     # list with "+0.00" and pushed parts that write something into "smaller parts"
     silent = [p for p in result.parts if p.logit == 0.0]
@@ -495,7 +501,10 @@ def render_attrib(result: AttribResult, console: Console) -> None:
         note(console, f"{count(len(silent), 'part')} {verb} exactly 0, not listed ({names}){why}")
     total = sum(p.logit for p in result.parts)
     key = "█ adds to the logit, ░ takes away" if as_text else "green adds to the logit, red takes away"
-    if result.norm_bias:
+    if not result.normalised:
+        note(console, f"{key}; the parts sum to {total:+.2f} = the logit {result.logit:.2f}: with no final norm the "
+                      "head reads the stream as it is, the sum of the parts")
+    elif result.norm_bias:
         note(console, f"{key}; the parts sum to {total:+.2f}, and the frozen norm adds {result.offset:+.2f} of its "
                       f"own (its bias; scale {result.scale:.3g}): {total + result.offset:.2f} = the logit "
                       f"{result.logit:.2f}")

@@ -501,8 +501,11 @@ class Trainer:
                 if not cut and self.dropout_on():
                     try:
                         info.train_eval_loss = self.evaluate_train(should_stop=stop_evaluation)
-                    except EvaluationStopped:  # the val loss stands; the run stops before its next step, as above
-                        cut = True
+                    except EvaluationStopped:  # the val loss stands; the run stops before its next step, as above,
+                        cut = True  # and its continuation measures the train split first (_evaluation_missing)
+                        self._cut_at = (self.step, self._evaluated_on())
+                        if on_notice is not None:
+                            on_notice(self._train_scoring_stopped_line())
                 if info.val_loss is not None:
                     info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
                     if stretch_busy > 0:  # one step's time is noise at a small batch; the stretch's is not
@@ -539,6 +542,14 @@ class Trainer:
             clipped_steps=clipped, train_eval_loss=evals[-1].get("train_eval_loss") if evals else None,
         )
 
+    def _train_scoring_stopped_line(self, again: bool = False) -> str:
+        """What a stop while the training split was scored in eval mode (dropout on) left unmeasured: the loss that
+        compares with val; a continued run measures it first, as a cut evaluation's val loss."""
+        what = f"the eval-mode train loss after step {self.step:,} (dropout on) was stopped {'again ' * again}unmeasured"
+        if self.run_remaining > 0:
+            return f"{what}; continuing the run measures it first"
+        return f"{what}: the run's last, it stays unmeasured"
+
     def _evaluation_stopped_line(self, e: EvaluationStopped, again: bool = False) -> str:
         """What a stop during the evaluation after this step left unmeasured (`again`: the one a continued run measures
         first, `_measure_missing_evaluation`), and that continuing the run measures it."""
@@ -574,8 +585,12 @@ class Trainer:
         run_step = row.get("run_step")
         return (row.get("step") == self.step and run_step == self.step - self.run_start
                 and row.get("run_steps") == self.run_steps and run_step % self.config.eval_every == 0
-                and (row.get("val_loss") is None
-                     or (row.get("accuracy") is None and getattr(self.data, "accuracy", None) is not None)))
+                and (self._val_missing(row) or (row.get("train_eval_loss") is None and self.dropout_on())))
+
+    def _val_missing(self, row: dict) -> bool:
+        """Whether an evaluated row lacks its val loss, or a task's accuracy."""
+        return row.get("val_loss") is None or (row.get("accuracy") is None
+                                               and getattr(self.data, "accuracy", None) is not None)
 
     def _measure_missing_evaluation(self, on_notice, on_evaluate, stop_evaluation) -> bool:
         """Measure the evaluation a stop cut short (`_evaluation_missing`) into the history's last row, before the
@@ -583,36 +598,41 @@ class Trainer:
         of their own (`evaluate`), so it is the number the unbroken run measured there. True: a stop cut it short
         again, and the run stops before its next step (what was measured, a task's val loss, is kept)."""
         t0 = time.perf_counter()
+        row = self.history[-1]
+        measured = []
         try:
-            val_loss, accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
-            train_eval = None
-            if self.dropout_on():  # as the unbroken run's evaluation scored it; a stop now leaves it unmeasured
+            if self._val_missing(row):
+                val_loss, accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
+                row["val_loss"], row["accuracy"] = val_loss, accuracy
+                row["val_bpc"] = bits_per_char(val_loss, val_tokens_per_char(self.data))
+                # under DDP rank 0 alone measures it: raised here, the other ranks would wait in the next step's
+                # collective for good; the next step's loss, checked on every rank alike, says it there (as in the loop)
+                if not math.isfinite(val_loss) and self._ddp is None:
+                    self._diverged_after("val loss", val_loss)
+                measured.append(f"val loss {val_loss:.4f}" + (f", accuracy {accuracy:.1%}" if accuracy is not None
+                                                              else ""))
+            if self.dropout_on():  # as the unbroken run's evaluation scored it, after its val loss
                 try:
-                    train_eval = self.evaluate_train(should_stop=stop_evaluation)
+                    row["train_eval_loss"] = self.evaluate_train(should_stop=stop_evaluation)
                 except EvaluationStopped:
-                    pass
+                    self._cut_at = (self.step, self._evaluated_on())
+                    if on_notice is not None:
+                        on_notice(self._train_scoring_stopped_line(again=True))
+                    return True
+                measured.append(f"train loss in eval mode {row['train_eval_loss']:.4f}")
         except EvaluationStopped as e:
             self._cut_at = (self.step, self._evaluated_on())
             if e.val_loss is not None:
-                self.history[-1]["val_loss"] = e.val_loss
-                self.history[-1]["val_bpc"] = bits_per_char(e.val_loss, val_tokens_per_char(self.data))
+                row["val_loss"] = e.val_loss
+                row["val_bpc"] = bits_per_char(e.val_loss, val_tokens_per_char(self.data))
             if on_notice is not None:
                 on_notice(self._evaluation_stopped_line(e, again=True))
             return True
         finally:
             self.run_elapsed += time.perf_counter() - t0  # the run's time, as the evaluation it stands for
-        row = self.history[-1]
-        row["val_loss"], row["accuracy"] = val_loss, accuracy
-        row["val_bpc"] = bits_per_char(val_loss, val_tokens_per_char(self.data))
-        row["train_eval_loss"] = train_eval
-        # under DDP rank 0 alone measures it: raised here, the other ranks would wait in the next step's collective for
-        # good; the next step's loss, checked on every rank alike, says it there (as in the loop)
-        if not math.isfinite(val_loss) and self._ddp is None:
-            self._diverged_after("val loss", val_loss)
         if on_notice is not None:
-            measured = f"val loss {val_loss:.4f}" + (f", accuracy {accuracy:.1%}" if accuracy is not None else "")
             on_notice(f"the evaluation after step {self.step:,}, which the stop cut short, is measured now: "
-                      f"{measured}")
+                      f"{', '.join(measured)}")
         return False
 
     def _forward_backward(self, x, y, before: tuple, note: Callable[[str], None]):

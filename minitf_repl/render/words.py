@@ -154,8 +154,11 @@ class _Console(Console):
 def console_for(**options) -> Console:
     """A front end's Console: messages wrap at spaces on a terminal, and stay one line each in a file
     or a pipe (soft_wrap: nothing to wrap at there; Rich would otherwise assume 80 columns). An output
-    that cannot encode a glyph writes an ASCII stand-in for it (palette.write_stand_ins)."""
+    that cannot encode a glyph writes an ASCII stand-in for it (palette.write_stand_ins). Never Jupyter's display: in
+    a kernel (`main([...])` from a cell) Rich made each print a display output of its own, ANSI codes and all (a
+    `gen --n 20` in 10 pieces, errors among them), where the kernel's streams show plain text as it comes."""
     write_stand_ins(options.get("file") or (sys.stderr if options.get("stderr") else sys.stdout))
+    options.setdefault("force_jupyter", False)
     console = _Console(**options)
     console.soft_wrap = not on_a_terminal(console)
     return console

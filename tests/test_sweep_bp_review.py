@@ -1,0 +1,50 @@
+"""The session's own review: a stop during dropout's eval-mode train scoring, :attrib under norm=none."""
+
+from test_commands import TINY, run
+from test_render import plain
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+
+
+def _dropout_trainer():
+    train = {"steps": 6, "batch_size": 4, "eval_every": 3, "eval_batches": 2}
+    session = Session(ModelConfig(**TINY, dropout=0.3), TrainConfig(**train), data_spec="sort:4", device_name="cpu")
+    return session.trainer
+
+
+def test_a_stop_while_the_train_split_is_scored_is_said_and_measured_first_when_the_run_goes_on():
+    """A stop during evaluate_train set `cut` without a word, and the continued run never measured the number."""
+    trainer, said = _dropout_trainer(), []
+    original = trainer.evaluate_train
+    asked = {"stop": False}
+
+    def scoring(should_stop=None):  # the person's stop arrives while the train split is scored
+        asked["stop"] = True
+        return original(should_stop=should_stop)
+
+    trainer.evaluate_train = scoring
+    summary = trainer.run(stop_evaluation=lambda: asked["stop"], on_notice=said.append)
+    trainer.evaluate_train = original
+    assert summary.steps == 3 and trainer.history[-1]["val_loss"] is not None
+    assert trainer.history[-1]["train_eval_loss"] is None
+    assert said == ["the eval-mode train loss after step 3 (dropout on) was stopped unmeasured; continuing the run "
+                    "measures it first"], said
+    again = []
+    trainer.run(on_notice=again.append)
+    row = next(r for r in trainer.history if r["step"] == 3)
+    assert row["train_eval_loss"] is not None and trainer.step == 6
+    assert any("is measured now: train loss in eval mode" in line and "val loss" not in line for line in again), again
+    unbroken = _dropout_trainer()  # the number the unbroken run measured there
+    unbroken.run()
+    assert row["train_eval_loss"] == next(r for r in unbroken.history if r["step"] == 3)["train_eval_loss"]
+
+
+def test_attrib_under_norm_none_speaks_of_no_final_norm():
+    session = Session(ModelConfig(**TINY, norm="none"), data_spec="sort:4", device_name="cpu")
+    text = " ".join(plain(run(session, ":attrib 3141=")).split())
+    assert "final norm frozen" not in text and "frozen norm" not in text and "the final norm has no bias" not in text
+    assert "norm=none has no final norm" in text and "with no final norm the head reads the stream as it is" in text
+    normed = " ".join(plain(run(Session(ModelConfig(**TINY), data_spec="sort:4", device_name="cpu"),
+                                ":attrib 3141=")).split())
+    assert "read through the final norm frozen at this input's scale" in normed
