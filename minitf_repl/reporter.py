@@ -37,6 +37,11 @@ class Reporter:
         loss, over its rows); said after on_train_start. A hook of its own, so that a reporter overriding
         on_train_start with its three arguments goes on working."""
 
+    def on_train_dtype(self, dtype: str) -> None:
+        """The run about to start trains in `dtype` ("float32", "bfloat16": a live loss table's legend says that its
+        train loss is computed in bfloat16 and its val loss in float32); said after on_train_start, as on_train_vocab
+        is, and a hook of its own for the same reason."""
+
     def on_step(self, info) -> None:
         """After every optimizer step (a core.train.StepInfo; val_loss is set on eval steps)."""
 

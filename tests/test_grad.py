@@ -275,7 +275,7 @@ def test_grad_in_the_shell():
     every = run(session, ":backprop hello all=on")
     assert every.show_all and "blocks.1.ffn.fc_out.weight" in plain(every)
     assert "k_proj.bias" in plain(every) and "softmax ignores" in plain(every)
-    assert json_document(REGISTRY["grad"], every)["schema"] == "minitf.grad/5"
+    assert json_document(REGISTRY["grad"], every)["schema"] == "minitf.grad/6"
     with pytest.raises(UserError, match="at least two characters"):
         run(session, ":grad h")
     run(session, ":train steps=1")

@@ -121,15 +121,20 @@ def test_train_in_bfloat16_end_to_end(bf16_units):
     hooks = Recorder()
     result = run(s, ":train steps=2", hooks)
     assert isinstance(result, TrainResult) and result.dtype == "bfloat16"
-    # emulated bfloat16 is said once, where it was chosen (test_sweep_as), and not again by the :train
-    assert sum("bfloat16" in n for n in at_set.notices + hooks.notices) == (0 if bf16_units else 1)
+    # emulated bfloat16 is said once, where it was chosen (test_sweep_as), and not again by the :train; the :train
+    # says the model's step before ran in float32 there (a precision moved by the setting, as by another machine)
+    assert sum("bfloat16" in n for n in at_set.notices) == (0 if bf16_units else 1)
+    moved = [n for n in hooks.notices if "bfloat16" in n]
+    assert len(moved) == (0 if bf16_units else 1), moved
+    assert all("ran in float32 and go on here in bfloat16" in n for n in moved), moved
     assert "bfloat16" in train_summary(result)
     again = Recorder()
     run(s, ":train steps=1", again)
     assert not any("bfloat16" in n for n in again.notices), "the note is said once, not at every :train"
     assert to_json(result)["dtype"] == "bfloat16"
     run(s, ":set dtype=float32")
-    assert "bfloat16" not in train_summary(run(s, ":train steps=1"))
+    summary = train_summary(run(s, ":train steps=1"))  # this run's float32, and the step before it, bfloat16's
+    assert "float32" in summary and "bfloat16 at step 4, the step before these" in summary, summary
 
 
 def test_device_says_which_dtype_training_runs_in(bf16_units):

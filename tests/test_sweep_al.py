@@ -53,7 +53,8 @@ from test_commands import run
 # One non-default value per line of every setting that changes what the model computes or how (sizes aside).
 SWITCHES = [
     ("pos_encoding", "sinusoidal"), ("pos_encoding", "rope"), ("pos_encoding", "none"), ("norm", "rmsnorm"),
-    ("norm_placement", "post"), ("residual", False), ("causal", False), ("norm_eps", 0.5), ("norm_gain", False),
+    ("norm_placement", "post"), ("residual", False), ("ffn", False), ("causal", False), ("norm_eps", 0.5),
+    ("norm_gain", False),
     ("qk_norm", True), ("activation", "relu"), ("activation", "gelu_tanh"), ("activation", "relu2"),
     ("activation", "swiglu"), ("n_kv_heads", 1), ("n_kv_heads", 2), ("tie_embeddings", False), ("bias", False),
     ("n_experts", 3), ("n_experts", 1), ("experts_per_token", 1), ("moe_aux_weight", 0.0), ("dropout", 0.2),

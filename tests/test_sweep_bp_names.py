@@ -51,8 +51,9 @@ def test_head_size_is_said_to_be_d_model_over_n_heads_with_the_settings_that_mak
         said = str(e.value)
         assert "d_k = d_model / n_heads" in said and ":heads" not in said, said
         assert f"now {d_model // n_heads} (d_model {d_model} / n_heads {n_heads})" in said, said
-        assert f":set n_heads={d_model // 16} at d_model {d_model}" in said, said
-        assert f":set d_model={16 * n_heads} at n_heads {n_heads}" in said, said
+        size = 16 if d_model // n_heads != 16 else 32  # an example size other than the model's own (16 here)
+        assert f"a head size of {size} is :set n_heads={d_model // size} at d_model {d_model}" in said, said
+        assert f":set d_model={size * n_heads} at n_heads {n_heads}" in said, said
 
 
 def test_head_size_at_a_d_model_sixteen_does_not_divide_offers_the_d_model():

@@ -48,3 +48,23 @@ def test_attrib_under_norm_none_speaks_of_no_final_norm():
     normed = " ".join(plain(run(Session(ModelConfig(**TINY), data_spec="sort:4", device_name="cpu"),
                                 ":attrib 3141=")).split())
     assert "read through the final norm frozen at this input's scale" in normed
+
+
+def test_a_setting_an_ffn_off_model_does_not_read_names_ffn_on():
+    from test_commands import Recorder
+
+    session = Session(ModelConfig(**TINY, ffn=False), data_spec="sort:4", device_name="cpu")
+    recorder = Recorder()
+    run(session, ":set d_ff=96", recorder)
+    assert any("d_ff does nothing while ffn=off; it applies with ffn=on" in n for n in recorder.notices), \
+        recorder.notices
+
+
+def test_grad_of_an_ffn_off_model_walks_attention_alone_on_both_placements():
+    """:grad hooked block.ffn and block.ln_2, None with ffn=off: an AttributeError as an internal error."""
+    for placement in ("pre", "post"):
+        session = Session(ModelConfig(**TINY, ffn=False, norm_placement=placement), data_spec="sort:4",
+                          device_name="cpu")
+        result = run(session, ":grad 3141=")
+        assert [row.part for row in result.stream] == ["attn"] * TINY["n_layers"], result.stream
+        assert result.check.relative < 1e-6, result.check  # backprop along u as the float64 loss moves

@@ -55,7 +55,10 @@ def test_qkv_shows_the_variance_of_q_k_and_the_scores_as_torch_computes_them():
     assert result.score_var == pytest.approx((dots / math.sqrt(16)).var(unbiased=False).item(), rel=1e-4)
     out = plain(result, width=200)
     assert f"the spread over these {at + 1} keys: var(q_i) = {result.q_var:.3g}, var(k) = {result.k_var:.3g}" in out
-    assert f"var(q.k_j) = {result.dot_var:.3g}; independent features would give d_k var(q) var(k) = " in out
+    # the reference for this one q: |q_i|^2 var(k) (d_k var(q) var(k) holds for a zero-mean q only)
+    expected = (q @ q).item() * k.var(unbiased=False).item()
+    assert f"var(q.k_j) = {result.dot_var:.3g}; keys of independent features would give |q_i|^2 var(k) = " \
+        f"{expected:.3g} (d_k var(q) var(k) = " in out
     assert f"scaled: var(s_ij) = var(q.k_j) / d_k = {result.score_var:.3g} (unit-variance q and k: 16 unscaled" in out
     document = json_document(REGISTRY["qkv"], result)
     assert document["schema"] == "minitf.qkv/4" and document["dot_var"] == pytest.approx(result.dot_var)

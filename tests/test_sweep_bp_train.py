@@ -35,7 +35,7 @@ def test_plot_grad_norm_names_and_draws_grad_clip():
     result = run(s, ":plot what=grad_norm")
     assert result.grad_clip == 0.5 and to_json(result)["grad_clip"] == 0.5
     text = plain(result)
-    assert "gradient norm (before clipping to grad_clip = 0.5) by step" in text
+    assert "gradient norm (before clipping; grad_clip = 0.5 now) by step" in text
     assert "steps had a norm above grad_clip = 0.5" in text
 
 
@@ -43,8 +43,13 @@ def test_short_run_squeezed_warm_up_is_said():
     s = tiny_session(warmup_steps=10)
     result = run(s, ":train steps=5")
     assert [round(row["lr"], 12) for row in result.curve][-2:] == [s.train_config.lr] * 2  # lr_at's squeeze
-    assert ("warmup_steps = 10 is longer than this run of 5 steps: the warm-up was squeezed into it, the rate rising "
-            f"to lr = {s.train_config.lr:g} over its first 4 steps") in plain(result)
+    assert ("warmup_steps = 10 is longer than this run of 5 steps: the warm-up was squeezed into it, the rate "
+            f"rising to lr = {s.train_config.lr:g} over its first 4 steps") in plain(result)
+    for warmup in (4, 5):  # steps - 1 and steps: the warm-up covers the run, and is not longer than it
+        covers = plain(run(tiny_session(warmup_steps=warmup), ":train steps=5"))
+        assert f"warmup_steps = {warmup} covers this run of 5 steps: the warm-up was squeezed" in covers, covers
+    two = plain(run(tiny_session(warmup_steps=10), ":train steps=2"))
+    assert "warmup_steps = 10 is longer than this run of 2 steps: it trained at the peak" in two, two
     fits = run(tiny_session(warmup_steps=2), ":train steps=5")
     assert "squeezed" not in plain(fits)
 
@@ -99,6 +104,12 @@ def test_lr_far_below_the_optimizers_usual_rates_is_said():
     assert "far below" not in plain(run(tiny_session(), ":train"))
     adamw = run(tiny_session(optimizer="adamw", lr=3e-4), ":train")  # nanoGPT's rate is AdamW's usual
     assert "far below" not in plain(adamw)
+    held = tiny_session(lr=3e-4)  # a held rate (schedule=continue) is low by design: not told to train at 0.01
+    run(held, ":train")
+    assert "far below" not in plain(run(held, ":train steps=4 schedule=continue"))
+    elsewhere = tiny_session(lr=3e-4)  # weights trained elsewhere (a GPT-2 fine-tuned at a small rate)
+    elsewhere.weights_from = "hf:somewhere"
+    assert elsewhere.weights_from is not None and "far below" not in plain(run(elsewhere, ":train"))
 
 
 def test_a_checkpoint_keeps_the_eval_mode_train_loss_and_reads_older_rows_without_it(tmp_path):

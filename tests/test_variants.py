@@ -50,6 +50,7 @@ SWITCHES = (
     [dict(pos_encoding=p) for p in ("learned", "sinusoidal", "rope", "none")]
     + [dict(norm="rmsnorm"), dict(norm_placement="post"), dict(norm="rmsnorm", norm_placement="post")]
     + [dict(residual=False), dict(residual=False, norm_placement="post")]
+    + [dict(ffn=False), dict(ffn=False, norm_placement="post"), dict(ffn=False, residual=False)]
     + [dict(causal=False), dict(causal=False, pos_encoding="rope", n_kv_heads=2)]
     + [dict(qk_norm=True), dict(qk_norm=True, norm="rmsnorm"), dict(norm_gain=False), dict(norm_gain=False, norm="rmsnorm")]
     + [dict(activation=a) for a in ("gelu", "relu", "gelu_tanh", "relu2", "swiglu")]

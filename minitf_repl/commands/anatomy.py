@@ -48,6 +48,8 @@ class ShapesResult:
     n_params: int = 0  # every parameter of the model, a tied one once
     block_params: list[int] = field(default_factory=list)  # each block's parameters, whether they ran or not
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran (same shapes)
+    # each block has its FFN after attention, as the blocks built say (ffn=off: attention alone)
+    ffn: bool = field(default=True, metadata={"view_only": True})
 
 
 # json_version 4: the records' symbols were renamed (h -> n_h, h_kv -> n_kv, d_h -> d_hid), and a reader keyed on them
@@ -69,7 +71,8 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     records = trace(model, torch.tensor(ids, dtype=torch.long))
     show_all = bool(args["all"])
     return ShapesResult(prompt, records, n_layers, None if show_all else layer, show_all, model.symbols(1, len(ids)),
-                        model.num_parameters(), model.block_parameters(), switched_off(session))
+                        model.num_parameters(), model.block_parameters(), switched_off(session),
+                        model.config.ffn)
 
 
 def symbolic(names) -> str:
@@ -201,9 +204,15 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
     # the letters of the stream, which the parts' formulas use without saying: x is the token embedding at the input
     # and the stream inside a block, x' the stream the block's second half reads (without it "x + FFN(LN(x))" read
     # as the block's input plus its FFN, attention left out), and H (Q = HW^Q) was nowhere said
-    note(console, "x = W_E[idx] is the token embedding and h the residual stream; in a block's steps x is the stream "
-                  "the block reads, x' the stream after attention (hook_resid_mid), which the FFN's half reads, "
-                  "H what attention's projections read, and inside FFN(x) x is what the FFN reads")
+    if result.ffn:
+        note(console, "x = W_E[idx] is the token embedding and h the residual stream; in a block's steps x is the "
+                      "stream the block reads, x' the stream after attention (hook_resid_mid), which the FFN's half "
+                      "reads, H what attention's projections read, and inside FFN(x) x is what the FFN reads")
+    else:  # ffn=off: no second half, and no FFN(x) to read inside
+        note(console, "x = W_E[idx] is the token embedding and h the residual stream; in a block's steps x is the "
+                      "stream the block reads, x' the stream after attention (hook_resid_mid), the block's output, "
+                      f"and H what attention's projections read; ffn=off: no FFN in any block "
+                      f"({cmd('set', ffn='on')} builds one after attention, a new model)")
     if one_line or two_lines:  # the columns' names: the counts on the right read as nothing but numbers
         header = "  step".ljust(nw) + "  " + "shape".ljust(sw) + "  " + "params".rjust(pw)
         console.print(Text(header + ("  formula" if one_line else ""), style="bold"), highlight=False, no_wrap=True,

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from ..core.bpe import shown_pieces
 from ..core.errors import UserError
+from ..core.variants import norm_kind
 from ..core.words import count, quoted_end
 from ..registry import Param
 from ..render import fmt
@@ -37,7 +38,7 @@ from .base import BLOCK, ablation_note, check_layer, command, known_text, switch
 from .worked import eps_share, position_table, rounding, spark_scale, stream_update
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
-    from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
+    from ..core.backprop import GradientCheck, ParamGradient, StreamGradient, TrainingPrecision
     from ..core.muon_step import MuonStep
 
 FAMILY = "learning: backprop and the optimizer"  # the heading :help lists this module's commands under
@@ -93,8 +94,14 @@ class GradResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     # the norms' eps outweighs the stream's spread (as :resid measures it): s is about sqrt(eps) at every position
     eps_rules: bool = field(default=False, metadata={"view_only": True})
+    # the norm normalises, as its kind declares (core.variants.NormKind.normalises); norm=none: the identity, so a
+    # sublayer's part comes back through f alone and no norm's Jacobian rescales anything
+    normalised: bool = field(default=True, metadata={"view_only": True})
     causal: bool = True  # the causal mask is on; off (causal=off, :ablate mask), every position reads the whole text
     dropout: float = 0.0  # the model's dropout, which the gradient here is taken without (eval mode)
+    # where :train runs its products in bfloat16 (the dtype setting on this device), that backward pass on the same
+    # text against the check's slope; None: training runs in float32, or the check did not run
+    training: TrainingPrecision | None = None
 
 
 def float32_part(check) -> str:
@@ -108,7 +115,7 @@ def float32_part(check) -> str:
     Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
                             "follows it)", positional=True),
     Param("all", bool, default=False, help="list every parameter tensor instead of the parts"),
-], aliases=("backprop",), interruptible=True, json_version=5,
+], aliases=("backprop",), interruptible=True, json_version=6,
          guide="inside-views.md#backpropagation-on-one-text-grad")  # fmt: skip
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
@@ -122,9 +129,10 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
     with session.weights_put_back():  # its trial step of the optimizer is undone: a :quantize copy stays current
         done = backprop(session.model, ids, counted(ids) if counted and not dropped else None,
-                        trainer=session.trainer)
-    eps_rules = False
-    if done.residual and done.placement == "pre":  # what :resid reads at the last position: does eps set s there?
+                        trainer=session.trainer, dtype=session.train_config.dtype)
+    eps_rules, normalised = False, norm_kind(session.model_config).normalises
+    # what :resid reads at the last position: does eps set s there? (norm=none: no norm, so no eps to set anything)
+    if normalised and done.residual and done.placement == "pre":
         from ..core.inside import residual_stream
 
         stream = residual_stream(session.model, ids[:-1], at=len(ids) - 2)
@@ -141,7 +149,7 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
         check_skipped=done.check_skipped, optimizer=done.optimizer, step_lr=done.step_lr, clip_scale=done.clip_scale,
         step_aux=done.step_aux, show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
         untrained=session.untrained, ablations=switched_off(session), causal=session.model.causal,
-        dropout=session.model_config.dropout, eps_rules=eps_rules)
+        dropout=session.model_config.dropout, eps_rules=eps_rules, normalised=normalised, training=done.training)
 
 
 def _cos(value: float) -> Text:
@@ -168,6 +176,9 @@ def render_grad(result: GradResult, console: Console) -> None:
     elif pre:
         note(console, f"pre-norm, h' = {update}: so dL/dh = g' + J^T g'. The add hands g' = dL/dh' down "
                       "the skip path untouched, and J^T g' comes back through the sublayer and adds to it")
+    elif not result.normalised:  # norm=none: the identity after the add, whose Jacobian is the identity too
+        note(console, f"post-norm with no norm (norm=none), h' = {update} = h + f(h): so g_s = g' goes down the skip "
+                      "path untouched, and dL/dh = g_s + J_f^T g_s")
     else:
         note(console, f"post-norm, h' = {update}: so g_s = J_{norm}^T g' first (the norm is on the skip path "
                       "too, and rescales it), then dL/dh = g_s + J_f^T g_s")
@@ -209,7 +220,7 @@ def render_grad(result: GradResult, console: Console) -> None:
                      "can fade or swell by much from one sublayer to the next")
         note(console, "the lower blocks learn only from what gets through to them; residual=on hands every block the "
                       "gradient from the top untouched")
-    elif pre:
+    elif pre or not result.normalised:  # norm=none post-norm: no norm on the skip path, as in pre-norm
         # of the blocks left on (:ablate block=L skips one): one skipped learns nothing, and all skipped, no block does
         live = sorted({s.block for s in result.stream if not s.skipped})
         learns = ("so even the first block learns from the loss directly" if live and live[0] == 0 else
@@ -217,7 +228,10 @@ def render_grad(result: GradResult, console: Console) -> None:
                   "and every block is switched off, so none learns from it")
         say(console, f"the skip path carries every gradient down unchanged and each sublayer adds its part: "
                      f"{top} at the top, {embed} at h_0 (x{gain:.2f}), {learns}")
-        if result.eps_rules:  # s = sqrt(spread^2 + eps) is about sqrt(eps) whatever the stream's length
+        if not result.normalised:  # norm=none: h' = h + f(h), no norm between the stream and f, nor on the skip
+            note(console, "with no norm (norm=none) a sublayer reads the stream as it is, so its part comes back "
+                          "through f alone, J_f^T g': no norm's Jacobian divides it by the stream's size")
+        elif result.eps_rules:  # s = sqrt(spread^2 + eps) is about sqrt(eps) whatever the stream's length
             note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by "
                           f"sqrt({result.norm_scale}^2 + eps): here eps outweighs the stream's spread "
                           f"({cmd('resid')} shows it), so it divides by about sqrt(eps) whatever the stream's length")
@@ -242,6 +256,13 @@ def render_grad(result: GradResult, console: Console) -> None:
                      f"unit direction u moves the float64 loss at a slope of {check.measured:+.6g}; backprop's "
                      f"g.u, run in float64, = {check.backprop_float64:+.6g}: they agree to {check.relative:.0e} "
                      f"(relative){float32_part(check)}")
+        if result.training is not None:  # the check is float32's: said, where :train's own products are bfloat16's
+            t = result.training
+            train = named("train")  # :train in the REPL, minitf train from the shell
+            note(console, f"that checks float32's backprop: on this device {train} runs its products in {t.dtype} "
+                          f"(the dtype setting), and its backward on this text, under autocast as {train}'s, gives "
+                          f"g.u = {t.backprop:+.6g}, {t.relative:.0e} off the measured slope, its whole gradient "
+                          f"{t.gradient:.0e} from float32's (relative): {t.dtype} rounds to about 3 digits")
     elif result.check_skipped:
         note(console, f"not checked against a measured slope: {result.check_skipped}")
     note(console, f"a step of {named('train')} moves each weight against its gradient (the optimizer decides how far); "
@@ -436,10 +457,18 @@ def render_muon(result: MuonResult, console: Console) -> None:
         # core.recipes.follow_optimizer moved lr to Muon's recipe: the session's is AdamW's recipe's, not set by hand
         note(console, f"lr = {m.lr:g} is Muon's recipe's rate, the one {cmd('set', optimizer='muon')} would train at; "
                       f"this session's {m.session_optimizer} trains at lr = {result.session_lr:g}, its own recipe's")
-    ran = (", the dtype it runs in on this device" if m.optimizer_dtype == "float32" else
-           f" and to {m.optimizer_diff:.0e} in {m.optimizer_dtype}, the dtype it runs in on this device")
+    # a difference means little without O's own size: 2e-2 beside entries of RMS 0.07 is 30% of a typical entry
+    rms = m.step_rms / m.step_scale if m.step_scale > 0 else 0.0
+    diffs = [m.float32_diff] + ([m.optimizer_diff] if m.optimizer_dtype != "float32" else [])
+    shares = " and ".join(f"{100 * d / rms:.2g}%" for d in diffs) if rms > 0 else ""
+    scale = f"; O's entries have RMS {rms:.2g}, so {shares} of a typical one" if rms > 0 else ""
+    ran = ("" if m.optimizer_dtype == "float32" else f" and to {m.optimizer_diff:.0e} in {m.optimizer_dtype}")
     say(console, f"checked: the optimizer's own newton_schulz on the same u gives this O to {m.float32_diff:.0e} in "
-                 f"float32{ran}")
+                 f"float32{ran}, the dtype it runs in on this device (the largest entry's difference{scale})")
+    if m.optimizer_dtype != "float32":  # its O is a rough one on purpose: said, or the difference reads as a bug
+        note(console, f"{m.optimizer_dtype} keeps about 3 significant digits, so its O is an approximation, one Muon "
+                      "tolerates (torch.optim.Muon's choice, after Keller Jordan's): the step uses O's directions, "
+                      "every singular value near 1, not its digits")
     if m.session_optimizer != "muon":
         note(console, f"this session trains with {m.session_optimizer}; {cmd('set', optimizer='muon')} makes Muon "
                       "take these steps")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -340,8 +341,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     origin = checkpoint.meta.get("origin") or {}
     session.loaded_autosave_session = origin.get("session") if origin.get("kind") == "autosave" else None
     _said_gone(session, off, quantized, reporter)
-    if (line := dtype_moved(name, trainer)) is not None:
-        reporter.notice(line)
+    say_dtype_moved(name, trainer, reporter)
     if "dtype" in _changed(before, session.train_config):
         from ..core.precision import precision_note
 
@@ -394,20 +394,40 @@ def _said_gone(session: Session, off: list[str], quantized: bool, reporter: Repo
 def dtype_moved(name: str, trainer) -> str | None:
     """One line where a loaded run's steps go on in another dtype than they ran in: dtype=auto is bfloat16 on a
     CPU with bfloat16 units and float32 on one without, so a lesson saved on one kind and continued on the other
-    changed precision without a word, and its losses no longer matched the saved numbers to the digit. None where
-    nothing changes, or the checkpoint did not record it."""
+    changed precision without a word, and its losses no longer matched the saved numbers to the digit; a dtype set by
+    hand (`:set dtype=float32` after a bfloat16 run) changes it as well. None where nothing changes, or the checkpoint
+    did not record it."""
     from ..core.precision import training_dtype
 
-    was, now = trainer.trained_dtype, training_dtype(trainer.config.dtype, trainer.device)
+    setting = trainer.config.dtype
+    was, now = trainer.trained_dtype, training_dtype(setting, trainer.device)
     if was is None or was == now:
         return None
-    how = "dtype=auto: " if trainer.config.dtype == "auto" else ""
-    here = (f"{how}this machine multiplies bfloat16 natively" if now == "bfloat16"
-            else f"{how}this machine has no bfloat16 units")
-    back = (f"; {cmd('set', dtype='float32')} goes on as it trained" if was == "float32"
-            else "; bfloat16 here would be emulated, and slower" if trainer.config.dtype == "auto" else "")
+    if setting == "auto":
+        here = ("dtype=auto: this machine multiplies bfloat16 natively" if now == "bfloat16"
+                else "dtype=auto: this machine has no bfloat16 units")
+        back = (f"; {cmd('set', dtype='float32')} goes on as it trained" if was == "float32"
+                else "; bfloat16 here would be emulated, and slower")
+    else:  # the setting moved it, not the machine ("this machine has no bfloat16 units" was said of one with them)
+        here = f"dtype={setting} is set"
+        back = f"; {cmd('set', dtype='auto' if training_dtype('auto', trainer.device) == was else was)} goes on " \
+               "as it trained"
     return (f"{name}'s steps ran in {was} and go on here in {now} ({here}): the losses continue, but differ from "
             f"the saved run's numbers by rounding (about 0.01){back}")
+
+
+# The dtype_moved lines said of each trainer: `:load` says one, and the `:train` after it must not say it again, while
+# a `:set dtype=` between them makes another, which that :train says (a bfloat16 run went on in float32 unsaid)
+_DTYPE_SAID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def say_dtype_moved(name: str, trainer, reporter: Reporter) -> None:
+    """Say dtype_moved's line for `trainer`'s next steps, once per trainer and line."""
+    line = dtype_moved(name, trainer)
+    said = _DTYPE_SAID.setdefault(trainer, set())
+    if line is not None and line not in said:
+        said.add(line)
+        reporter.notice(line)
 
 
 def _keep_unsaved(session: Session, reporter: Reporter) -> str | None:
@@ -948,6 +968,9 @@ class LsResult:
     # the autosave slots (autosave-1 ..) that a checkpoint not written by an autosave holds: rotation steps over them,
     # so fewer runs stay loadable, and in the list they looked like the runs before
     pinned: list[str] = field(default_factory=list)
+    # {name: the dtype its latest step ran in (float32, bfloat16)} of the rows whose manifest records it: dtype=auto
+    # trains in bfloat16 on a CPU with bfloat16 units, in float32 elsewhere, and their checkpoints listed alike
+    trained_dtypes: dict[str, str] = field(default_factory=dict)
 
 
 # The view lists the newest this many: a folder of 400 checkpoints was 800 lines, the newest (listed first) far
@@ -957,13 +980,36 @@ LS_SHOWN = 40
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",),
          params=[Param("all", bool, default=False, help=f"list every checkpoint, not the newest {LS_SHOWN}")],
-         json_version=7)  # fmt: skip
+         json_version=8)  # fmt: skip
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from ..core.checkpoint import list_checkpoints, misnamed
 
     rows = list_checkpoints(session.checkpoint_dir)
     return LsResult(rows=rows, directory=str(session.checkpoint_dir), misnamed=misnamed(session.checkpoint_dir),
-                    all=bool(args["all"]), pinned=pinned_slots(rows, session.checkpoint_dir))
+                    all=bool(args["all"]), pinned=pinned_slots(rows, session.checkpoint_dir),
+                    trained_dtypes=trained_dtypes(rows, session.checkpoint_dir))
+
+
+def trained_dtypes(rows: list[CheckpointInfo], directory) -> dict[str, str]:
+    """{name: trained_dtype} of the rows that read, from their manifests (torch-free, as the listing). A manifest
+    that changed since its row was read (another session saved over it meanwhile) is not taken: its dtype would be
+    another checkpoint's. CheckpointInfo does not carry it, so each manifest is read a second time here."""
+    from pathlib import Path
+
+    from ..core.checkpoint.reads import read_manifest
+
+    found = {}
+    for row in rows:
+        if row.error is not None:
+            continue
+        try:
+            manifest, _ = read_manifest(Path(directory).expanduser() / row.name, exact=False)
+        except (CheckpointError, OSError):
+            continue
+        t = manifest["trainer"]
+        if t["step"] == row.step and manifest.get("saved_at") == row.saved_at and t.get("trained_dtype"):
+            found[row.name] = t["trained_dtype"]
+    return found
 
 
 def pinned_slots(rows: list[CheckpointInfo], directory) -> list[str]:
@@ -1003,19 +1049,24 @@ def render_ls(result: LsResult, console: Console) -> None:
         misnamed_note(result.misnamed, console)
         return
     listed = result.rows if result.all else result.rows[:LS_SHOWN]  # newest first: the newest are listed
+    # the dtype column where the listed checkpoints trained in both: their losses differ by rounding (about 0.01), and
+    # a float32 run beside a bfloat16 one read as the better settings; a folder of one dtype keeps its columns
+    dtypes = {result.trained_dtypes.get(row.name) for row in listed if row.error is None} - {None}
+    mixed = len(dtypes) > 1
     rows = []
     for row in listed:
         saved = local_minute(row.saved_at)
         if row.error is not None:
-            rows.append((row.name, "", "", "unreadable", fmt.size(row.size_bytes), ""))
+            rows.append((row.name, "", "", "unreadable", fmt.size(row.size_bytes), "") + (("",) if mixed else ()))
         else:
             # a run stopped between two evaluations: its last val loss was measured before the step saved
             earlier = row.val_loss is not None and row.val_step is not None and row.val_step != row.step
             measured = f" (step {row.val_step:,})" if earlier else ""
             stopped = f" ({row.steps_left:,} to go)" if row.steps_left else ""  # :train after :load goes on with them
             rows.append((row.name, fmt.whole(row.step) + stopped, fmt.num(row.val_loss) + measured,
-                         row.data_spec or "-", fmt.size(row.size_bytes), saved))
-    headers = ("name", "step", "val loss", "data", "size", "saved")
+                         row.data_spec or "-", fmt.size(row.size_bytes), saved)
+                        + ((result.trained_dtypes.get(row.name, "-"),) if mixed else ()))
+    headers = ("name", "step", "val loss", "data", "size", "saved") + (("dtype",) if mixed else ())
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     if sum(widths) + 3 * len(widths) + 1 <= console.width:
         table = Table(header_style="bold", title=Text(result.directory), title_justify="left")
@@ -1032,7 +1083,8 @@ def render_ls(result: LsResult, console: Console) -> None:
         for row, cells in zip(listed, rows):
             say(console, cells[0], "bold")
             detail = "unreadable" if row.error is not None else (
-                f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}")
+                f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}"
+                + (f", trained in {cells[6]}" if mixed else ""))
             say(console, detail, "red" if row.error is not None else "", indent=2)  # each wrapped line under the name
     for row in listed:
         if row.error is not None:

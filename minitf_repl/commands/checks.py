@@ -75,6 +75,13 @@ class ChecksResult:
     # d_model: a width of 1 is why logits read nothing (a norm of one feature is its bias alone), said by causal and
     # blind; the settings' own, which --json states elsewhere (:config)
     d_model: int = field(default=0, metadata={"view_only": True})
+    # the dtype the training checks' fresh models trained in (the dtype setting, as :train reads it here: float32 or
+    # bfloat16); None: no training check asked. Not the session model's, whose steps may have run in another: blind's
+    # "real run" is a fresh model's, and beside a loaded bfloat16 model's val loss it read as that model's
+    trained_dtype: str | None = None
+    # the dtype the session model's own latest step ran in, where it is not trained_dtype (None: the same, unknown, or
+    # no training check), which the heading then names beside it
+    model_dtype: str | None = field(default=None, metadata={"view_only": True})
 
     @property
     def failure(self) -> str | None:
@@ -118,7 +125,7 @@ def asked_checks(text: str | None) -> list[str]:
     # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
     Param("steps", int, low=1, limit=100_000,
           help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
-], aliases=("sanity",), json_version=8, guide="inside-views.md#before-trusting-a-run-checks")  # fmt: skip
+], aliases=("sanity",), json_version=9, guide="inside-views.md#before-trusting-a-run-checks")  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -140,8 +147,13 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
         reporter.notice(f"steps={steps} is the training checks' length (blind, overfit), and none was asked; it was "
                         "left out")
     if training:
+        from ..core.precision import training_dtype
+
         session.threads.decide()  # a fresh look at the other work on the machine before the training checks
         say_emulated([trainer.config.dtype], trainer.device, reporter)
+        result.trained_dtype = training_dtype(trainer.config.dtype, trainer.device)
+        if trainer.trained_dtype not in (None, result.trained_dtype):
+            result.model_dtype = trainer.trained_dtype
     total = steps * (2 * ("blind" in training) + ("overfit" in training))
     trained = [0]
 
@@ -421,7 +433,12 @@ def render_checks(result: ChecksResult, console: Console) -> None:
     fresh = [name for name in result.asked if name in ("init", "blind", "overfit")]
     read = ["a training batch (batch)"] if "batch" in result.asked else []
     read += [f"the model at step {result.model_step:,} ({', '.join(now)})"] if now else []
-    read += [f"fresh models of its settings ({', '.join(fresh)})"] if fresh else []
+    # the dtype the fresh models trained in, once: the model's own steps may have run in another (a bfloat16
+    # checkpoint checked under dtype=float32), and blind's "real run" is theirs
+    training = " and ".join(name for name in result.asked if name in ("blind", "overfit"))
+    trained = "" if result.trained_dtype is None else f"; {training} trained in {result.trained_dtype}" + (
+        f", where the model's own steps ran in {result.model_dtype}" if result.model_dtype else "")
+    read += [f"fresh models of its settings ({', '.join(fresh)}{trained})"] if fresh else []
     listed = ", ".join(read[:-1]) + " and " + read[-1] if len(read) > 1 else read[0]
     say(console, f"checks before trusting a training run, on {result.data}: {listed}", "bold")
     skipped = {s.name: s.why for s in result.skipped}

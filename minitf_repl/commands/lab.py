@@ -710,6 +710,10 @@ class ExpertsResult:
 def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResult:
     """Routes one validation batch (no training) and reads the model's routing counts (core.experts)."""
     config = session.model_config
+    if not config.ffn:  # the experts are feed-forward networks, and ffn=off builds none, whatever n_experts says
+        raise UserError(f"this model has no experts: ffn=off built its blocks of attention alone, with no "
+                        f"feed-forward to make a mixture of; {cmd('set', ffn='on')} builds one into every block "
+                        "(a new model), with n_experts >= 2 a mixture")
     if config.n_experts <= 1:
         raise UserError(f"this model has no experts (n_experts is {config.n_experts}: one dense feed-forward per "
                         f"block); "

@@ -385,11 +385,13 @@ def _head_size_elsewhere(session: Session | None = None) -> str:
             "those two: a head size of K is n_heads=d_model/K where K divides d_model, or d_model=K x n_heads")
     if config is None:  # parsed before any session is at hand: the rule, and where it is worked out for the model
         return f"{rule}; {cmd('set', 'head_size')} works it out for the model's settings"
-    d_model, n_heads, size = config.d_model, config.n_heads, HEAD_SIZE
+    d_model, n_heads = config.d_model, config.n_heads
+    # the example is another size than the model's own (at d_model 64, n_heads 4 it offered the settings in force)
+    size = HEAD_SIZE if d_model // n_heads != HEAD_SIZE else 2 * HEAD_SIZE
     now = f"now {d_model // n_heads} (d_model {d_model} / n_heads {n_heads})"
     heads = d_model // size if d_model % size == 0 and d_model // size in config.fitting_heads() else None
     by_heads = (f"{cmd('set', n_heads=heads)} at d_model {d_model}" if heads is not None else
-                f"no head count at d_model {d_model}")
+                f"given by no head count at d_model {d_model}")
     return (f"{rule}; {now}: a head size of {size} is {by_heads}, or {cmd('set', d_model=size * n_heads)} at "
             f"n_heads {n_heads}")
 
@@ -609,7 +611,9 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     for because in dict.fromkeys(unread.values()):
         keys = [k for k in given if unread.get(k) == because]
         if keys:
-            reads_it = {"pos_encoding": "pos_encoding=rope", "n_experts": "n_experts >= 2"}.get(because, because)
+            # a switch that is off reads them when on (ffn=off: d_ff "applies with ffn" said nothing of its value)
+            reads_it = {"pos_encoding": "pos_encoding=rope", "n_experts": "n_experts >= 2"}.get(
+                because, f"{because}=on" if getattr(model, because) is False else because)
             reporter.notice(f"{' and '.join(keys)} {'does' if len(keys) == 1 else 'do'} nothing while "
                             f"{because}={setting_text(getattr(model, because))}; "
                             f"{'it applies' if len(keys) == 1 else 'they apply'} with {reads_it}")

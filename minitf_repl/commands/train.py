@@ -154,8 +154,9 @@ class TrainResult:
     run_seconds: float = 0.0
     # the validation batches each evaluation read, for the table's legend ("8 held-out batches"); None: not said
     eval_batches: int | None = field(default=None, metadata={"view_only": True})
-    # a continued run: (the dtype, the step) of the step before this command's where it is not this command's dtype (a
-    # :set dtype= while the run was stopped), which the summary says: it named float32 alone for a run half bfloat16
+    # (the dtype, the step) of the model's step before this command's where it is not this command's dtype (a :set
+    # dtype= since, or a checkpoint of another machine's dtype=auto), which the summary says: it named float32 alone
+    # for a run half bfloat16
     dtype_before: tuple[str, int] | None = field(default=None, metadata={"view_only": True})
     # the step the model had trained to on other data where this run began on a data switch that kept the weights
     # (same vocabulary): a val loss far above ln V is then the new data's, which no rate explains; None: no switch
@@ -234,13 +235,17 @@ def read_again(session: Session, reporter: Reporter) -> None:
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)", kept=True),
     # the same seed repeats a run's numbers only at the same thread count: threads=auto picks it from the machine's
     # load, and two runs of one seed differed in the fourth decimal with nothing to say why; and, for float32
-    # products, on the same kernel, which each process times for itself (core.fastpath.onednn_faster)
+    # products, on the same kernel, which each process times for itself (core.fastpath.onednn_faster); and in the same
+    # dtype: dtype=auto trains in bfloat16 on a CPU with bfloat16 units, in float32 on one without (one seed's val
+    # loss moved 0.005 and its train loss 0.037 in 100 steps between the two)
     param_from_setting(TrainConfig.spec("seed"),
                        help="seed of the batch order and the validation batches, and of the weights of a model this "
                             "command builds (kept); on a CPU, float sums split across another thread count differ "
                             "from about the third decimal on, more as the run goes (the summary names the count; "
                             ":set threads=N fixes it), and so do float32 products on the other kernel (the summary "
-                            f"names it; ${PRODUCTS_ENV} set to onednn or torch fixes it)",
+                            f"names it; ${PRODUCTS_ENV} set to onednn or torch fixes it), and runs in another dtype: "
+                            "dtype=auto trains in bfloat16 on a CPU with bfloat16 units and in float32 on one without "
+                            "(the summary names it; :set dtype=float32 fixes it)",
                        kept=True),
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),
@@ -421,6 +426,12 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                 raise
         reporter.notice(f"the run goes on into checkpoint {named}, as its {option('save')} asked")
     step_before, dtype_before = trainer.step, trainer.trained_dtype
+    if trainer.step:  # a :set dtype= since the model's last step moves its steps to another dtype: said as a load
+        # says it of another machine's dtype=auto (a bfloat16 checkpoint went on in float32 without a word)
+        from .checkpoints import say_dtype_moved
+
+        name = session.last_checkpoint_here if session.holds_state() else None
+        say_dtype_moved(name or "the model", trainer, reporter)
     schedule, constant_lr, constant_from = "new", None, None
     dropped = None  # (steps left, steps) of a stopped run this command's new run drops: a divergence brings it back
     if resumed:
@@ -474,6 +485,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     reporter.on_train_vocab(session.data.tokenizer.vocab_size)
+    from ..core.precision import training_dtype
+
+    reporter.on_train_dtype(training_dtype(train_config.dtype, trainer.device))  # for a live loss table's legend
     frames: list[WatchFrame] = []
     watched = [0.0]  # the seconds the frames took: outside every step's and evaluation's timing, so said apart
     on_step = reporter.on_step
@@ -586,7 +600,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         folder=str(session.checkpoint_dir),
         launch=(ranks, train_config.batch_size) if (ranks := distributed.world_size()) > 1 else None,
         eval_batches=train_config.eval_batches,
-        dtype_before=((dtype_before, step_before) if resumed and summary.steps and dtype_before is not None
+        # a new run too: steps=20 after a bfloat16 checkpoint and :set dtype=float32 read as float32 throughout
+        dtype_before=((dtype_before, step_before) if summary.steps and dtype_before is not None
                       and dtype_before != summary.dtype else None),
         # the run's first weights were trained on the data before the switch (the run began at it, or before)
         switched_at=(since if 0 < (since := session.data_since_step) and session.trainer.run_start <= since
@@ -596,7 +611,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         compile_failed=(trainer.compile_failed if trainer.config.compile and summary.steps
                         and not summary.compiled else None),
         grad_clip=train_config.grad_clip, warmup_squeezed=squeezed,
-        low_lr=low_rate(train_config, session.recipe_data),
+        # not of weights trained elsewhere (a GPT-2 fine-tuned at 3e-5 was told to train at 0.01)
+        low_lr=low_rate(train_config, session.recipe_data) if session.weights_from is None else None,
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
@@ -905,10 +921,12 @@ def train_summary(result: TrainResult) -> str:
 def squeezed_line(warmup: int, steps: int, lr: float) -> str:
     """What core.train.lr_at made of a warm-up longer than a short run, in one line: all_warm_up's notice, which is
     said from WARM_UP_NOTE_FROM steps on, in brief (5 steps rose 0.0025, 0.005, ... to 0.01 without a word)."""
+    # "longer than" only where it is: warmup_steps = steps - 1 or steps covers the run (all_warm_up's words)
+    how = "is longer than" if warmup > steps else "covers"
     if steps <= 2:  # lr_at's warm-up of steps - 1 steps reaches the peak at the first step
-        return (f"warmup_steps = {warmup} is longer than this run of {count(steps, 'step')}: it trained at the peak "
+        return (f"warmup_steps = {warmup} {how} this run of {count(steps, 'step')}: it trained at the peak "
                 f"lr = {lr:g} from its first step, without warm-up or decay")
-    return (f"warmup_steps = {warmup} is longer than this run of {count(steps, 'step')}: the warm-up was squeezed into "
+    return (f"warmup_steps = {warmup} {how} this run of {count(steps, 'step')}: the warm-up was squeezed into "
             f"it, the rate rising to lr = {lr:g} over its first {count(steps - 1, 'step')}, without decay")
 
 
@@ -969,7 +987,7 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
 def _render_train(result: TrainResult, console: Console, frame_shown: bool = False) -> None:
     if result.evals:
         console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size,
-                                eval_batches=result.eval_batches))
+                                eval_batches=result.eval_batches, dtype=result.dtype))
     if result.frames and not frame_shown:  # the last frame, as it was under the live table
         console.print(watch_view(result.frames[-1], console.width, unscaled(console)))
     if len(result.curve) >= 10:  # a small chart of this run under its table
@@ -1027,7 +1045,9 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
                      f"after {count(result.steps, 'step')}: the model has learned almost nothing. "
                      f"{cmd('checks', 'overfit')} says whether it can learn at all (one batch by heart), "
                      f"{cmd('checks')} what else may be wrong", "yellow")
-    if (line := low_rate_line(result)) is not None and result.steps and not (stalled(result) and too_low_rate(result)):
+    # a held rate (schedule=continue) is low by design: the end of a decay, or a fine-tuning's choice
+    if (line := low_rate_line(result)) is not None and result.steps and result.schedule != "continue" \
+            and not (stalled(result) and too_low_rate(result)):
         say(console, line, "yellow")  # a stalled run at such a rate was told above, with a rate that trains
     if result.warmup_squeezed is not None and result.schedule == "new" and result.steps:
         note(console, squeezed_line(*result.warmup_squeezed))
@@ -1480,8 +1500,10 @@ def against_counters(val_loss: float, counters: list[PlotLevel]) -> str:
 def render_plot(result: PlotResult, console: Console) -> None:
     title = PLOT_TITLES[result.what]
     if result.grad_clip is not None:  # "before clipping", and clipping to what: a chart of 18.12 beside no threshold
-        title = (f"gradient norm (before clipping to grad_clip = {result.grad_clip:g})" if result.grad_clip > 0
-                 else "gradient norm (grad_clip = 0: not clipped)")
+        # the setting now, said so: the history keeps no run's own grad_clip, and a run under another one was clipped
+        # at that one (a title "grad_clip = 0: not clipped" stood over steps clipped at 0.5)
+        title = (f"gradient norm (before clipping; grad_clip = {result.grad_clip:g} now)" if result.grad_clip > 0
+                 else "gradient norm (before clipping; grad_clip = 0 now: no clipping from here on)")
     say(console, f"{title} by step", "bold")
     series = result.series
     if len(series) > len(MARKS):  # a glyph each: the first, the last and a spread between (--json has every one)

@@ -280,8 +280,12 @@ def render_qkv(result: QkvResult, console: Console) -> None:
         # wraps between a name and its number
         note(console, f"the spread over these {read} keys: var(q_i) = {result.q_var:.3g}, var(k) = {result.k_var:.3g}, "
                       f"d_k = {d_k}")
-        note(console, f"var(q.k_j) = {result.dot_var:.3g}; independent features would give d_k var(q) var(k) = "
-                      f"{d_k * result.q_var * result.k_var:.3g}")
+        # for this one q, keys of independent features of variance var(k) give |q_i|^2 var(k); the video's d_k var(q)
+        # var(k) is that for a q of zero-mean features, which a trained q is not (its mean moved the reference)
+        q_squared = sum(x * x for x in result.q)
+        note(console, f"var(q.k_j) = {result.dot_var:.3g}; keys of independent features would give |q_i|^2 var(k) = "
+                      f"{q_squared * result.k_var:.3g} (d_k var(q) var(k) = {d_k * result.q_var * result.k_var:.3g} "
+                      "for zero-mean q)")
         note(console, f"scaled: var(s_ij) = var(q.k_j) / d_k = {result.score_var:.3g} (unit-variance q and k: {d_k} "
                       f"unscaled, 1 scaled)")
     say(console, f"o_i = sum_j a_ij v_j: {d_k} numbers, |o_i| = {_norm(result.out):.3f}; this head's {d_k} of the "
@@ -459,6 +463,8 @@ class ResidResult:
     # the norm normalises (norm=none: the identity, which divides by 1 and hands the stream on as it is), as its kind
     # declares (core.variants.NormKind.normalises)
     normalised: bool = field(default=True, metadata={"view_only": True})
+    # each block has its FFN after attention (ffn=off: attention alone, so one write a block)
+    ffn: bool = field(default=True, metadata={"view_only": True})
 
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
@@ -483,7 +489,7 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
                        norm_gain=session.model_config.norm_gain, tied=session.model_config.tie_embeddings,
                        upto=_typed_back(session.data.tokenizer, ids[:stream.at + 1]) if session.model.causal else None,
                        retyped=_typed_back(session.data.tokenizer, ids) is not None,
-                       normalised=norm_kind(session.model_config).normalises)
+                       normalised=norm_kind(session.model_config).normalises, ffn=stream.ffn)
 
 
 def _typed_back(tokenizer, ids: list[int]) -> str | None:
@@ -509,15 +515,19 @@ def render_resid(result: ResidResult, console: Console) -> None:
     say(console, f"the residual stream at position {i} {quoted(result.tokens[i])} of {quoted_end(result.prompt, 48)}",
         "bold")
     update = stream_update(norm, pre, result.residual)
+    sublayers = "attention, then the FFN" if result.ffn else "attention"
+    if not result.ffn:
+        note(console, f"ffn=off: each block is attention alone, one write a block; {cmd('set', ffn='on')} builds "
+                      "blocks with the FFN after it (a new model)")
     if not result.normalised:  # the columns still read Id's numbers: it divides by 1 and hands on what it read
         note(console, f"norm=none: {norm} is the identity, so h <- {update} is h <- {'h + ' * result.residual}f(h) "
-                      "for f = attention, then the FFN: no norm anywhere, each sublayer and the head read the stream "
+                      f"for f = {sublayers}: no norm anywhere, each sublayer and the head read the stream "
                       "as it is")
     elif not result.residual:
-        note(console, f"residual=off: h <- {update} for f = attention, then the FFN: each sublayer's output replaces "
+        note(console, f"residual=off: h <- {update} for f = {sublayers}: each sublayer's output replaces "
                       "the stream, nothing of h passes it but what f makes of it")
     elif pre:
-        note(console, f"pre-norm: h <- {update} for f = attention, then the FFN: the stream is never normalised, "
+        note(console, f"pre-norm: h <- {update} for f = {sublayers}: the stream is never normalised, "
                       "only the copy each sublayer reads")
     else:
         note(console, f"post-norm: h <- {update}: the stream itself is normalised after every add")
@@ -559,7 +569,8 @@ def render_resid(result: ResidResult, console: Console) -> None:
                      "add each sublayer's write is the whole stream after it, so h_0 reaches the head only through "
                      "every sublayer")
     elif pre:
-        say(console, f"|h| went from {result.embed:.2f} to {last:.2f} over {count(len(result.writes) // 2, 'block')}: "
+        blocks = count(len({w.block for w in result.writes}), "block")  # two writes a block, one with ffn=off
+        say(console, f"|h| went from {result.embed:.2f} to {last:.2f} over {blocks}: "
                      f"each sublayer adds its write to the stream, none replaces it")
         reads = [w.norm.size_out for w in result.writes]
         shrunk = eps_bound(result)
@@ -585,7 +596,8 @@ def render_resid(result: ResidResult, console: Console) -> None:
     # each line on the same text and position, which a bare `:ln` or `:attrib` read elsewhere (the data's sample)
     prompt = (typeable_prompt(result.prompt) if result.retyped else None) or "PROMPT"
     last = result.at == len(result.tokens) - 1
-    ln = cmd("ln", prompt, **({} if last else {"at": result.at}), layer=result.writes[-1].block, which="ln_2")
+    ln = cmd("ln", prompt, **({} if last else {"at": result.at}), layer=result.writes[-1].block,
+             which="ln_2" if result.ffn else "ln_1")
     if result.normalised:  # norm=none has no norm for :ln to work out
         note(console, f"{ln} works one of these norms out step by step, feature by feature")
     # :attrib splits only a stream that is the sum of its writes (core.attribution.check_pre_norm refuses the rest),
@@ -822,7 +834,10 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "ffn", args, reporter)
     config = session.model_config
-    if config.n_experts > 1:  # the core refuses any part without neurons(); this one has a view of its own to name
+    if not config.ffn:  # as the config declares it: its blocks were built with no feed-forward to read
+        raise UserError(f"this model has no feed-forward network: ffn=off built its blocks of attention alone; "
+                        f"{cmd('set', ffn='on')} builds one into every block (a new model: its weights start again)")
+    if config.is_moe:  # the core refuses any part without neurons(); this one has a view of its own to name
         raise UserError(f"block {layer}'s feed-forward is a mixture of {config.n_experts} experts, each token routed "
                         f"to {config.experts_per_token} of them, with no one set of hidden units to list; "
                         f"{cmd('experts')} shows where the tokens go")

@@ -139,8 +139,9 @@ def _skip(block: nn.Module) -> list:
 
     skip.skips_block = True  # what skipped_blocks looks for
     attn = block.attn
+    writers = (attn.hook_weighted, attn.hook_merged, attn, block.ffn)  # block.ffn is None with ffn=off: no FFN to zero
     return [block.register_forward_pre_hook(keep_input),
-            *(m.register_forward_hook(nothing) for m in (attn.hook_weighted, attn.hook_merged, attn, block.ffn)),
+            *(m.register_forward_hook(nothing) for m in writers if m is not None),
             *(probe.register_forward_hook(stream) for probe in (block.hook_resid_mid, block.hook_resid_post)),
             block.register_forward_hook(skip)]
 

@@ -79,7 +79,8 @@ def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Pa
             parts.append((Part(f"head {i}.{h}", "head", i, h, 0.0), merged[piece] @ W_O[:, piece].T))  # (d,)
         if attn.out_proj.bias is not None and i not in skipped:
             bias = attn.out_proj.bias if bias is None else bias + attn.out_proj.bias
-        parts.append((Part(f"ffn {i}", "ffn", i, None, 0.0), seen[f"ffn.{i}"][0, position]))
+        if block.ffn is not None:  # ffn=off: attention's heads and bias are all a block writes
+            parts.append((Part(f"ffn {i}", "ffn", i, None, 0.0), seen[f"ffn.{i}"][0, position]))
     # W^O's bias is added whatever the heads do: one part for every block's. Attention's other biases are not in it:
     # b^V goes through A (each row sums to 1) and W^O into each head's row, b^Q and b^K move only the pattern
     if bias is not None:
@@ -92,7 +93,8 @@ def attribution_probes(model: nn.Module) -> dict[str, nn.Module]:
     probes = {"embed": model.hook_embed, "end": model.blocks[-1].hook_resid_post}
     for i, block in enumerate(model.blocks):
         probes[f"merged.{i}"] = block.attn.hook_merged
-        probes[f"ffn.{i}"] = block.ffn
+        if block.ffn is not None:
+            probes[f"ffn.{i}"] = block.ffn
     return probes
 
 

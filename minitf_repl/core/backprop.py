@@ -31,6 +31,8 @@ from torch.func import functional_call
 from .errors import UserError
 from .inside import block_at, scored_text
 from .interrupts import held
+from .optimizers import follow_dtype
+from .precision import autocast, training_dtype
 from .probe import listening
 
 # The check runs the model on a float64 copy of its parameters (8 bytes each); above this many it is
@@ -80,12 +82,26 @@ class GradientCheck:
     wrong."""
 
     epsilon: float  # eps: how far the weights are nudged each way along u (CHECK_EPSILON)
-    backprop: float  # g.u: the gradient backprop computed, in the model's own dtype (float32, as training runs it)
+    # g.u: the gradient backprop computed in float32, the weights' dtype, without autocast (a run of dtype=bfloat16,
+    # or of dtype=auto on a device with bfloat16 units, trains with its products in bfloat16: not this gradient)
+    backprop: float
     measured: float  # (L(theta + eps u) - L(theta - eps u)) / 2 eps, in float64
     params: int  # the weights nudged (all of them)
     relative: float  # |backprop_float64 - measured| / |measured|: what the check is judged on
     backprop_float64: float = math.nan  # g.u from the same backward pass run in float64
     relative_float32: float = math.nan  # |backprop - measured| / |measured|: float32's rounding in it too
+
+
+@dataclass
+class TrainingPrecision:
+    """Where :train runs its products in bfloat16 (core.precision.autocast), that backward pass beside the float32 one
+    the gradient check checks: the same text, and g.u along the same random direction u. bfloat16 keeps about 3
+    significant digits, so its gradient is a rounded one, not a wrong one: the check judges the float32 backprop."""
+
+    dtype: str  # what :train's forward and backward products run in here ("bfloat16")
+    backprop: float  # g.u from the backward pass under autocast in `dtype`, as :train's step runs it
+    relative: float  # |backprop - measured| / |measured|, against the check's float64 slope
+    gradient: float  # |g_dtype - g_float32| / |g_float32| over all the weights: how far the whole gradient moves
 
 
 @dataclass
@@ -116,6 +132,9 @@ class Backprop:
     # mixture of experts: moe_aux_weight x the load-balancing loss, whose gradient the step adds to the
     # cross-entropy's as :train's does (None: no experts, a weight of 0, or no step)
     step_aux: float | None = None
+    # the backward pass :train runs where it trains in bfloat16, against the check's slope (None: it trains in
+    # float32, or the check did not run)
+    training: TrainingPrecision | None = None
 
 
 def part_of(name: str, tied: bool) -> str:
@@ -165,13 +184,15 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bool = True,
-             seed: int = 0, trainer=None) -> Backprop:
+             seed: int = 0, trainer=None, dtype: str = "float32") -> Backprop:
     """Backpropagate teacher forcing's loss on one text ((T+1,) or (1, T+1) ids) and say what the gradient did.
 
     `counted`: which of the T predictions the loss counts (a task counts its answer's); `check`: also
     measure the loss's slope along a random direction (seeded by `seed`) against backprop's; `trainer`
     (core.train.Trainer of `model`): also take one step of its optimizer on this gradient, at the peak
-    rate, and say how far it moved each part (then put everything back: `optimizer_step`).
+    rate, and say how far it moved each part (then put everything back: `optimizer_step`); `dtype`: the run's dtype
+    setting, whose training products (bfloat16 under autocast) the check's text compares with the float32 backprop
+    checked (`training_precision`).
     """
     inputs, targets, counted = scored_text(model, idx, counted, "backprop view")
     block_at(model, 0)  # a model with blocks, or a UserError
@@ -195,10 +216,11 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         sums = ((block.ln_1, "in"), (block.ln_2, "in")) if post else ((block.hook_resid_mid, "out"),
                                                                        (block.hook_resid_post, "out"))
         hooks += [(block, keep(f"{b}.in", "in")), (block.attn, keep(f"{b}.attn")),
-                  (block.hook_resid_mid, keep(f"{b}.mid")), (block.ffn, keep(f"{b}.ffn")),
-                  (sums[0][0], keep(f"{b}.sum_attn", sums[0][1])), (sums[1][0], keep(f"{b}.sum_ffn", sums[1][1])),
+                  (block.hook_resid_mid, keep(f"{b}.mid")), (sums[0][0], keep(f"{b}.sum_attn", sums[0][1])),
                   # registered after any ablation's hook, so this sees what the block hands on
                   (block, keep(f"{b}.out"))]
+        if block.ffn is not None:  # ffn=off: attention alone, the block's output its stream after attention
+            hooks += [(block.ffn, keep(f"{b}.ffn")), (sums[1][0], keep(f"{b}.sum_ffn", sums[1][1]))]
     params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     with listening(model, hooks, gradients=True):
         logits, _ = model(inputs)
@@ -222,7 +244,8 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         stream = []
         for b in reversed(range(len(blocks))):
             skipped = kept[f"{b}.out"] is kept[f"{b}.in"]
-            for part, below, above in (("ffn", f"{b}.mid", f"{b}.out"), ("attn", f"{b}.in", f"{b}.mid")):
+            parts_of = (("ffn", f"{b}.mid", f"{b}.out"), ("attn", f"{b}.in", f"{b}.mid"))
+            for part, below, above in parts_of if blocks[b].ffn is not None else parts_of[1:]:
                 if skipped:
                     g = grad(f"{b}.in")
                     stream.append(StreamGradient(b, part, _size(g), _size(g), 0.0, 0.0, _size(g), skipped=True))
@@ -264,13 +287,16 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         count, weight, grad_sq, step_sq = parts.get(part_of(name, tied), (0, 0.0, 0.0, 0.0))
         parts[part_of(name, tied)] = (count + p.numel(), weight + _size(p) ** 2, grad_sq + _size(g) ** 2,
                                       step_sq + (step or 0.0) ** 2)
-    check_done, skipped_why = None, None
+    check_done, skipped_why, training = None, None, None
     if check:
         if n > CHECK_LIMIT:
             skipped_why = (f"the check needs a float64 copy of the {n:,} parameters, and it makes one only for a "
                            f"model of up to {CHECK_LIMIT:,}")
         else:
             check_done = gradient_check(model, inputs, targets, params, param_grads, seed)
+            if training_dtype(dtype, inputs.device) != "float32":
+                training = training_precision(model, inputs, targets, params, param_grads, seed, dtype,
+                                              check_done.measured)
     return Backprop(
         token_ids=token_ids,
         counted=counted, loss=loss.item(), placement="post" if post else "pre",
@@ -284,7 +310,7 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         check=check_done, check_skipped=skipped_why,
         optimizer=trainer.config.optimizer if stepping else None,
         step_lr=trainer.config.lr if stepping else None, clip_scale=clip_scale,
-        step_aux=step_aux.item() if stepping and step_aux is not None else None,
+        step_aux=step_aux.item() if stepping and step_aux is not None else None, training=training,
     )
 
 
@@ -308,6 +334,10 @@ def optimizer_step(trainer, params, grads) -> tuple[list[float], float]:
             norm = float(torch.nn.utils.clip_grad_norm_([p for _, p in params], max_norm))
             for group in trainer.optimizer.param_groups:
                 group["lr"] = trainer.config.lr
+            # Newton-Schulz's precision as the dtype setting asks now, the update :train makes as each run starts: a
+            # :set dtype= since the last run would otherwise step in the precision that run left (left set: :train
+            # sets the same at its next start)
+            follow_dtype(trainer.optimizer, trainer.config.dtype)
             try:
                 trainer.optimizer.step()
             except RuntimeError as e:  # lr=1e39: the step's scale (-lr) is no float32, as :train's step says
@@ -324,15 +354,35 @@ def optimizer_step(trainer, params, grads) -> tuple[list[float], float]:
     return sizes, min(1.0, max_norm / (norm + 1e-6))
 
 
+def _direction(params, seed: int) -> list[torch.Tensor]:
+    """The check's random unit direction u over all of `params` (float64, CPU), drawn from `seed`."""
+    generator = torch.Generator().manual_seed(seed)
+    directions = [torch.randn(p.shape, generator=generator, dtype=torch.float64) for _, p in params]
+    length = math.sqrt(sum(float(d.pow(2).sum()) for d in directions))
+    return [d / length for d in directions]
+
+
+def training_precision(model: nn.Module, inputs, targets, params, grads, seed: int, dtype: str,
+                       measured: float) -> TrainingPrecision:
+    """One more forward and backward on the same text under :train's autocast (core.precision), dotted with the
+    check's u (the same `seed`) and set against its measured float64 slope; `grads`: the float32 backward's."""
+    with listening(model, gradients=True), autocast(dtype, inputs.device):  # eval mode, as the float32 pass
+        _, loss = model(inputs, targets)
+        low = torch.autograd.grad(loss.float(), [p for _, p in params], allow_unused=True)
+    dot = sum(float((_f64(g) * d).sum()) for g, d in zip(low, _direction(params, seed)) if g is not None)
+    pairs = [(_f64(a), _f64(b)) for a, b in zip(low, grads) if a is not None and b is not None]
+    apart = math.sqrt(sum(float((a - b).pow(2).sum()) for a, b in pairs))
+    size = math.sqrt(sum(float(b.pow(2).sum()) for _, b in pairs))
+    return TrainingPrecision(training_dtype(dtype, inputs.device), dot,
+                             abs(dot - measured) / max(abs(measured), 1e-30), apart / max(size, 1e-30))
+
+
 def gradient_check(model: nn.Module, inputs, targets, params, grads, seed: int) -> GradientCheck:
     """The central difference of the float64 loss along one random unit direction u over all the weights.
 
     It runs on the CPU whatever the model's device (functional_call with CPU tensors for every parameter
     and buffer): float64 is slow or missing on GPUs (MPS has none), and the copy needs no device memory."""
-    generator = torch.Generator().manual_seed(seed)
-    directions = [torch.randn(p.shape, generator=generator, dtype=torch.float64) for _, p in params]
-    length = math.sqrt(sum(float(d.pow(2).sum()) for d in directions))
-    directions = [d / length for d in directions]
+    directions = _direction(params, seed)
     predicted = sum(float((_f64(g) * d).sum()) for g, d in zip(grads, directions) if g is not None)
     theta = {name: _f64(p) for name, p in params}
     buffers = {name: _f64(b) if b.is_floating_point() else b.cpu() for name, b in model.named_buffers()}

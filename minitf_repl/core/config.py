@@ -28,7 +28,8 @@ from typing import Any
 
 from .errors import ConfigError, UserError
 from .numbers import NumberTooLarge, whole_number
-from .variants import FEED_FORWARDS, NORMS as NORM_KINDS, POSITIONS, Choices, feed_forward_kind, position_kind
+from .variants import (FEED_FORWARDS, NORMS as NORM_KINDS, POSITIONS, Choices, feed_forward_kind, norm_kind,
+                       position_kind)
 
 # The seed's choices come first (messages list them in this order). The three that pick a part of the
 # model are the kinds core.variants declares, so that a kind declared there is a valid value here.
@@ -346,8 +347,8 @@ class ModelConfig(Settings):
     # value in place (how a rope model trained at one base reads another), a new function of the same weights.
     rope_base: float = setting(10000.0, "RoPE base: pair c of a head turns by pos * rope_base^(-2c/head_dim)",
                                low=1.0, low_open=True, limit=1_000_000_000, in_place=True, new_function=True)
-    norm: str = setting("layernorm", "normalisation: layernorm (centre and scale) or rmsnorm (scale only)",
-                        choices=NORMS)
+    norm: str = setting("layernorm", "normalisation: layernorm (centre and scale), rmsnorm (scale only) or none (the "
+                        "identity: no norm)", choices=NORMS)
     # pre: x + f(norm(x)) (GPT-2 and later); post: norm(x + f(x)) (the original Transformer, GPT-1),
     # which then needs no final norm before the head.
     norm_placement: str = setting("pre", "where the norm sits: pre (before each sublayer) or post (after the "
@@ -356,6 +357,10 @@ class ModelConfig(Settings):
     # untouched. Off, each sublayer's output replaces the stream, for the lab's "why residuals" experiment.
     residual: bool = setting(True, "each sublayer adds its output to the stream, x + f(norm(x)); off: the output "
                                    "replaces the stream, f(norm(x)), and nothing carries x or its gradient past f")
+    # The feed-forward half of each block. Off, a block is attention and its add alone: the "Let's build GPT" video's
+    # stage before it adds the FFN, for the lab's "why the FFN" experiment (no ln_2, no FFN weights are built).
+    ffn: bool = setting(True, "each block has its feed-forward network after attention, x' + FFN(norm(x')); off: "
+                              "attention only, no FFN and no norm before it (d_ff and activation then build nothing)")
     # The causal mask M is what makes a language model of the attention: position i reads keys j <= i only, so
     # predicting token i+1 cannot read it. Off, the next token is in the input and attention learns to copy it:
     # the loss falls toward 0 while generation, which has no next token to read, fails (the lab's "why the
@@ -402,16 +407,18 @@ class ModelConfig(Settings):
 
     @property
     def is_moe(self) -> bool:
-        return self.n_experts > 1
+        # the experts are feed-forward networks: with ffn=off there are none to route among, whatever n_experts says
+        return self.n_experts > 1 and self.ffn
 
     def as_built(self) -> dict:
         """The settings as the built model reads them: two configs equal here build the same weights.
 
         n_kv_heads none, 0 and n_heads are all one head of keys and values per query head; n_experts 0 and
-        1 one dense FFN; experts_per_token routes nothing without experts, and rope_base turns nothing
-        without rope. max_seq_len sizes a weight only where positions are a learned table: rope, sinusoidal
-        and none compute what the window needs (the mask, the rotations, the sines), so a model keeps its
-        weights over a new window, which is how a learner trains short and then reads or trains longer.
+        1 one dense FFN; experts_per_token routes nothing without experts, rope_base turns nothing
+        without rope, and d_ff, activation and n_experts build nothing with ffn=off. max_seq_len sizes a weight only
+        where positions are a learned table: rope, sinusoidal and none compute what the window needs (the
+        mask, the rotations, the sines), so a model keeps its weights over a new window, which is how a
+        learner trains short and then reads or trains longer.
         """
         built = {**self.to_dict(), "n_kv_heads": self.kv_heads, "n_experts": self.n_experts if self.is_moe else 0}
         if not self.is_moe:
@@ -420,6 +427,8 @@ class ModelConfig(Settings):
             built["rope_base"] = None
         if not position_kind(self).learned:
             built["max_seq_len"] = None
+        if not self.ffn:  # no feed-forward is built: its width and activation size and pick nothing
+            built.update(d_ff=None, activation=None)
         return built
 
     def unread(self) -> dict[str, str]:
@@ -428,6 +437,8 @@ class ModelConfig(Settings):
         out = {} if position_kind(self).rotary else {"rope_base": "pos_encoding"}
         if not self.is_moe:
             out.update(experts_per_token="n_experts", moe_aux_weight="n_experts")
+        if not self.ffn:  # the experts are feed-forward networks too
+            out.update(d_ff="ffn", activation="ffn", n_experts="ffn", experts_per_token="ffn", moe_aux_weight="ffn")
         return out
 
     def builds_from(self, name: str) -> bool:
@@ -483,6 +494,11 @@ class ModelConfig(Settings):
                 fitting=[{"n_heads": _nearest(fits, self.n_heads)} if fits else None,
                          {"d_model": self.fitting_width()} if self.n_heads <= 64 else None],
             )
+        if self.qk_norm and not norm_kind(self).normalises:
+            # norm=none builds q and k "norms" that are the identity: qk_norm=on would quietly normalise nothing
+            raise ConfigError(f"qk_norm=on normalises q and k with the model's norm, and norm={self.norm} normalises "
+                              "nothing; set qk_norm=off, or norm=layernorm or norm=rmsnorm",
+                              fitting=[{"qk_norm": False}, {"norm": "rmsnorm"}])
         if self.is_moe and self.experts_per_token > self.n_experts:
             raise ConfigError(
                 f"experts_per_token ({self.experts_per_token}) cannot exceed n_experts ({self.n_experts}); "
@@ -545,12 +561,16 @@ class TrainConfig(Settings):
     # the same seed repeats a run's numbers at the same thread count only (threads=auto reads the machine's load), and
     # its float32 products on the same kernel only, which each process times for itself (core.fastpath): two
     # processes at threads=1 gave float32 losses apart from step 3. Neither moves only the last digits: a bfloat16
-    # run at 1 and 2 threads read 2.6292 and 2.6279 at step 80
+    # run at 1 and 2 threads read 2.6292 and 2.6279 at step 80. Nor does dtype=auto's choice: the same seed trained
+    # in bfloat16 on a CPU with bfloat16 units and in float32 on one without read val losses up to 0.005 apart and
+    # train losses up to 0.037 apart over 100 steps (a tester's two machines)
     seed: int = setting(1337, "seed of the initial weights, the batch order and the validation batches; on a CPU, "
                         "another thread count sums floats in another order, which moves a run's numbers from about "
                         "the third decimal on, more as it goes (the threads setting at a number, not auto, fixes it; "
-                        "in Python, torch.set_num_threads(N)), and so does the other kernel for float32 products, which each "
-                        f"process picks by timing both (${PRODUCTS_ENV} set to onednn or torch fixes it)",
+                        "in Python, torch.set_num_threads(N)), and so does the other kernel for float32 products, "
+                        f"which each process picks by timing both (${PRODUCTS_ENV} set to onednn or torch fixes it), "
+                        "and so does dtype=auto, which trains in bfloat16 on a CPU with bfloat16 units and in float32 "
+                        "on one without (dtype=float32 fixes it on every machine)",
                         low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
@@ -653,7 +673,7 @@ PRESET_KV_GROUP = {"llama": 2}  # query heads per key/value head, when n_heads a
 # The fields a preset decides (set to the preset's value or else the default). Not rope_base: like norm_eps, a value
 # the same architecture comes with in several (Llama 2's 10,000, Llama 3's 500,000), so a loaded Llama 3 read as
 # "architecture llama" and then "matches no preset".
-PRESET_FIELDS = ("pos_encoding", "norm", "norm_placement", "residual", "causal", "norm_gain", "qk_norm",
+PRESET_FIELDS = ("pos_encoding", "norm", "norm_placement", "residual", "ffn", "causal", "norm_gain", "qk_norm",
                  "activation", "n_kv_heads", "tie_embeddings", "bias")
 
 

@@ -138,10 +138,12 @@ class FastPath(nn.Module):
             kv = cache.layers[i] if cache is not None else None
             if block.post_norm:
                 x = block.ln_1(block.add(x, attention(block.attn, x, kv)))
-                x = block.ln_2(block.add(x, feed_forward(block.ffn, x)))
+                if block.ffn is not None:  # ffn=off: the block is attention alone
+                    x = block.ln_2(block.add(x, feed_forward(block.ffn, x)))
             else:
                 x = block.add(x, attention(block.attn, block.ln_1(x), kv))
-                x = block.add(x, feed_forward(block.ffn, block.ln_2(x)))
+                if block.ffn is not None:
+                    x = block.add(x, feed_forward(block.ffn, block.ln_2(x)))
         logits = module_linear(model.lm_head, model.ln_f(x))
         return logits, None if targets is None else model.loss(logits, targets)
 

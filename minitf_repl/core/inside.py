@@ -393,8 +393,9 @@ class ResidualStream:
     token: float  # |x|: the token's embedding row
     position: float | None  # |p|: the position table's row (None: rope or no positions)
     embed: float  # |h_0| = |x + p|
-    writes: list[StreamWrite]  # two per block, in order
+    writes: list[StreamWrite]  # two per block, in order (one with ffn=off: attention's)
     final: NormRead | None  # the final norm before the output head (None for post-LN, which has none)
+    ffn: bool = True  # each block has its FFN after attention (ffn=off: attention alone, one write a block)
 
 
 def _norm_read(norm: nn.Module, h_in: torch.Tensor, h_out: torch.Tensor) -> NormRead:
@@ -427,7 +428,8 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     for b, block in enumerate(blocks):
         modules.update({f"{b}.ln_1": block.ln_1, f"{b}.attn": block.attn, f"{b}.mid": block.hook_resid_mid,
                         f"{b}.ln_2": block.ln_2, f"{b}.ffn": block.ffn, f"{b}.post": block})
-    with listening_pass(model, [(module, keep(key)) for key, module in modules.items()]):
+    # ffn=off: a block has no ln_2 and no FFN to listen to (None), and attention's write is its last
+    with listening_pass(model, [(module, keep(key)) for key, module in modules.items() if module is not None]):
         model(idx)
 
     token = float(seen["token"][1].double().norm())
@@ -438,7 +440,9 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     post = blocks[0].post_norm
     writes = []
     for b in range(len(blocks)):
-        for part, norm, out in (("attn", "ln_1", "mid"), ("ffn", "ln_2", "post")):
+        halves = (("attn", "ln_1", "mid"), ("ffn", "ln_2", "post")) if blocks[b].ffn is not None else \
+            (("attn", "ln_1", "post"),)  # the block's output: the stream after attention, or an ablation's
+        for part, norm, out in halves:
             write = seen[f"{b}.{part}"][1]
             after = seen[f"{b}.{out}"][1]
             writes.append(StreamWrite(
@@ -453,7 +457,8 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     norm = blocks[0].ln_1
     return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(norm, "label", "norm"),
                           getattr(norm, "divides_by", "scale"), blocks[0].residual, token, p,
-                          float(seen["embed"][1].double().norm()), writes, final)
+                          float(seen["embed"][1].double().norm()), writes, final,
+                          all(block.ffn is not None for block in blocks))
 
 
 # --- one norm at one position, worked by hand ----------------------------------------------------
@@ -527,6 +532,10 @@ def _which_norm(model: nn.Module, which: str, layer: int) -> tuple[nn.Module, st
         raise UserError(f"which norm: one of {', '.join(NORMS)}, got {which!r}")
     block = block_at(model, layer)
     post, residual = block.post_norm, block.residual
+    if which == "ln_2" and block.ln_2 is None:
+        raise UserError(f"block {layer} has no ln_2: with ffn=off it has no FFN, nor the norm "
+                        f"{'after' if post else 'before'} it; choose which=ln_1, or ffn=on (a new model)",
+                        fix={"ffn": True})
     if which == "ln_f":
         if post:
             raise UserError("a post-norm model has no final norm (each block's ln_2 normalises its output already); "
@@ -537,8 +546,8 @@ def _which_norm(model: nn.Module, which: str, layer: int) -> tuple[nn.Module, st
     part = "Attention" if first else "FFN"
     if post:  # the norm comes after the add: it reads the sum, and its output is the stream itself
         return (getattr(block, which), f"{add}{part}(h) in block {layer}",
-                "the stream: " + ("the FFN of the same block" if first else "the next block" if
-                                  layer + 1 < len(model.blocks) else "the output head"))
+                "the stream: " + ("the FFN of the same block" if first and block.ffn is not None else "the next block"
+                                  if layer + 1 < len(model.blocks) else "the output head"))
     where = f"the stream entering block {layer}" if first else f"the stream after block {layer}'s attention"
     if not residual:
         where += " (with residual=off: the last sublayer's output)" if (layer or not first) else ""
@@ -655,6 +664,10 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     i = position(at, T)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"the number of units to list must be a whole number >= 1, got {top!r}")
+    if block.ffn is None:
+        raise UserError(f"block {layer} has no feed-forward network: this model was built with ffn=off, attention "
+                        "only; ffn=on builds one into every block (a new model: its weights start again)",
+                        fix={"ffn": True})
     from .ablation import skipped_blocks
 
     if layer in skipped_blocks(model):  # its FFN output is zeroed after fc_out, which the units below are read from

@@ -13,6 +13,7 @@ field, read in one place here; the variants themselves are small modules of thei
     norm            layernorm | rmsnorm                      core.norms (make_norm)
     norm_placement  pre: x + f(LN(x)) | post: LN(x + f(x))   TransformerBlock
     residual        on: x + f(.) | off: f(.) replaces x        TransformerBlock.add
+    ffn             on | off: a block of attention alone       TransformerBlock
     causal          on: M hides j > i | off: M = 0             MultiHeadSelfAttention
     qk_norm         normalise q and k per head                MultiHeadSelfAttention
     activation      gelu | relu | gelu_tanh | relu2 | swiglu core.feedforward
@@ -380,18 +381,20 @@ class TransformerBlock(nn.Module):
         self.d_ff = config.d_ff
         self.ln_1 = make_norm(config, config.d_model)
         self.attn = MultiHeadSelfAttention(config)
-        self.ln_2 = make_norm(config, config.d_model)
-        self.ffn = feed_forward(config)
+        # ffn=off: attention only, no norm before an FFN and no FFN (None: the views ask and say there is none)
+        self.ln_2 = make_norm(config, config.d_model) if config.ffn else None
+        self.ffn = feed_forward(config) if config.ffn else None
         self.hook_resid_mid = Probe()  # x' = x + Attention(LN(x)); post-LN: LN(x + Attention(x))
         self.hook_resid_post = Probe()  # x' + FFN(LN(x')); post-LN: LN(x' + FFN(x')), as steps() writes them
 
     def forward(self, x: torch.Tensor, cache: LayerKV | None = None) -> torch.Tensor:
         if self.post_norm:
             x = self.hook_resid_mid(self.ln_1(self.add(x, self.attn(x, cache))))
-            x = self.hook_resid_post(self.ln_2(self.add(x, self.ffn(x))))
+            x = self.hook_resid_post(self.ln_2(self.add(x, self.ffn(x))) if self.ffn is not None else x)
             return x
         x = self.hook_resid_mid(self.add(x, self.attn(self.ln_1(x), cache)))
-        x = self.hook_resid_post(self.add(x, self.ffn(self.ln_2(x))))
+        # ffn=off: the block is attention alone, and hands on x' as it is
+        x = self.hook_resid_post(self.add(x, self.ffn(self.ln_2(x))) if self.ffn is not None else x)
         return x
 
     def add(self, x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
@@ -400,14 +403,24 @@ class TransformerBlock(nn.Module):
 
     # --- what the views need to know ------------------------------------------------------------------
     def symbols(self) -> dict[str, tuple[int, str | None]]:
-        return {**self.attn.symbols(), **self.ffn.symbols()}
+        return {**self.attn.symbols(), **(self.ffn.symbols() if self.ffn is not None else {})}
 
     def steps(self) -> dict[str, Step]:
         model = ("B", "T", "d")
         # x is the stream the block reads and x' the stream after attention (hook_resid_mid), which the second half
         # reads: "x + FFN(LN(x))" read as the block's input plus its FFN, attention left out
         skip, skip_mid = ("x + ", "x' + ") if self.residual else ("", "")  # residual=off: the output replaces it
-        norm_1, norm_2 = self.ln_1.label, self.ln_2.label  # LN, RMSNorm: the norm the model has, by its own name
+        norm_1 = self.ln_1.label  # LN, RMSNorm: the norm the model has, by its own name
+        if self.ffn is None:  # ffn=off: attention only, and the block hands on x', the stream after it
+            post = self.post_norm
+            ln_1 = self.ln_1.formula(f"{skip}Attention(x)", " (post-norm)") if post else self.ln_1.formula("x")
+            return {
+                "ln_1": Step(ln_1, model),
+                "hook_resid_mid": Step(f"{norm_1}({skip}Attention(x))" if post else f"{skip}Attention({norm_1}(x))",
+                                       model),
+                "hook_resid_post": Step("x', as it is (ffn=off: no FFN after attention)", model),
+            }
+        norm_2 = self.ln_2.label
         if self.post_norm:  # the norm comes after the residual add
             return {
                 "ln_1": Step(self.ln_1.formula(f"{skip}Attention(x)", " (post-norm)"), model),
@@ -433,6 +446,8 @@ class TransformerBlock(nn.Module):
             2d             with dropout: the noise of the attention-output and FFN dropouts
         """
         d = self.attn.out_proj.in_features
+        if self.ffn is None:  # ffn=off: the input, ln_1 and attention, the one dropout
+            return d + self.ln_1.kept_floats() + self.attn.activation_floats(seq_len, dropout) + (d if dropout else 0)
         states = getattr(self.ffn, "activation_floats", None)
         # A feed-forward module of a caller's own that states nothing is taken as a two-matrix FFN of width d_ff.
         ffn = states(dropout) if callable(states) else 2 * self.d_ff

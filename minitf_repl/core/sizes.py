@@ -37,7 +37,11 @@ def parameter_count(config: ModelConfig) -> int:
     feed_forward = ffn_parameters(config)
     if config.is_moe:
         feed_forward = config.n_experts * feed_forward + d * config.n_experts  # the experts and the router W_r
-    block = norm_parameters(config, d) + attention + norm_parameters(config, d) + feed_forward
+    if config.ffn:
+        feed_forward += norm_parameters(config, d)  # ln_2, the norm before it (after it, post-norm)
+    else:
+        feed_forward = 0  # ffn=off: no FFN and no ln_2
+    block = norm_parameters(config, d) + attention + feed_forward
     positions = position_kind(config).parameters(config)  # a learned table; sinusoids and RoPE are fixed
     embedding = config.vocab_size * d  # W_E, also the output head when tied
     head = 0 if config.tie_embeddings else config.vocab_size * d
@@ -59,7 +63,8 @@ def training_bytes(config: ModelConfig, batch_size: int, fused: bool = False) ->
     Parameters cost 16 bytes each (weight, gradient, AdamW's two moments); the activations kept for
     the backward pass about 12 d_model floats per token and layer, plus the FFN's hidden layer
     (2 d_ff; 4 * its width for SwiGLU's gate, up, SiLU and product; times experts_per_token with
-    experts), plus, on the explicit attention path, three (T, T) maps per head (scores, masked
+    experts; with ffn=off 10 d_model and no hidden layer), plus, on the explicit attention path, three
+    (T, T) maps per head (scores, masked
     scores, softmax). `fused`: the steps take the fast path (core.fastpath: TrainConfig.fast_path, with no hook on
     the model), whose fused attention keeps no (T, T) map whatever `attention` says: counted, they made
     max_seq_len=4096 need 50 GiB where the steps took 3.
@@ -68,8 +73,10 @@ def training_bytes(config: ModelConfig, batch_size: int, fused: bool = False) ->
     hidden = feed_forward_kind(config).kept_floats(config)
     if config.is_moe:
         hidden = config.experts_per_token * (hidden + d) + 2 * config.n_experts  # + each expert's output, router
+    # ffn=off: no hidden layer, and no ln_2 with its input and output (the ledger's d + ln_2: 2 of the 12 d)
+    stream = 12 * d if config.ffn else 10 * d
     maps = config.attention == "explicit" and not fused
-    per_token_layer = 12 * d + hidden + (3 * config.n_heads * T if maps else 0)
+    per_token_layer = stream + (hidden if config.ffn else 0) + (3 * config.n_heads * T if maps else 0)
     return 16 * parameter_count(config) + 4 * batch_size * T * L * per_token_layer
 
 

@@ -73,9 +73,12 @@ LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
                            "train loss is without it)",
                "train_eval_loss": "eval_batches training batches after it, dropout off, as val is scored: the one "
                                   "to compare with val"}
+# A run in bfloat16 computes its train loss in bfloat16, and evaluates in float32 (core.train evaluates outside
+# autocast, through the fast path's float32 products): the two columns are not computed alike, which the legend hid
+IN_DTYPE = {"train_loss": "in bfloat16", "val_loss": "in float32", "train_eval_loss": "in float32"}
 # The train loss's words where the table has the train (eval mode) column: its batch was read with dropout on, so it
 # stands above what the weights score, and above val ("train 2.1696, val 2.0079" read as no overfitting at all)
-DROPOUT_TRAIN_LEGEND = "one batch, before the step's update, with dropout on (above the eval-mode loss)"
+DROPOUT_TRAIN_WORDS = "with dropout on (above the eval-mode loss)"
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
@@ -102,8 +105,9 @@ class LossTable:
     """
 
     def __init__(self, rows: list[dict] = (), with_accuracy: bool | None = None, narrow: bool = False,
-                 vocab_size: int | None = None, eval_batches: int | None = None):
+                 vocab_size: int | None = None, eval_batches: int | None = None, dtype: str | None = None):
         self.vocab_size = vocab_size  # known: a first line gives ln(V), the loss of a uniform guess
+        self.dtype = dtype  # the dtype the run's steps ran in: bfloat16's legend says what each loss is computed in
         self.narrow = narrow
         self.rows: list[dict] = []
         self.val_losses: list[float] = []
@@ -127,8 +131,8 @@ class LossTable:
         if distributed.launched() and (ranks := distributed.world_size()) > 1:
             self.legend_words["train_loss"] = (f"the global batch of the {ranks} processes together, before the "
                                                "step's update")
-        if with_eval_train:
-            self.legend_words["train_loss"] = DROPOUT_TRAIN_LEGEND
+        if with_eval_train:  # on top of the words above: under torchrun the global batch's, with dropout on
+            self.legend_words["train_loss"] = f"{self.legend_words['train_loss']}, {DROPOUT_TRAIN_WORDS}"
         # known: the legend gives the number of validation batches, not the setting's name
         self.eval_batches: int | None = None
         self.set_eval_batches(eval_batches)
@@ -199,9 +203,10 @@ class LossTable:
         """The training loss rose over the last OVERFIT_RISES evaluations too: the validation loss's rise is then no
         overfitting (which learns the training text better as it does worse on new text) but training going wrong."""
         rows = [r for r in self.rows if r.get("val_loss") is not None][-(OVERFIT_RISES + 1):]
-        # with dropout on, the eval-mode train loss: the one-batch loss with units dropped is noisier and not alike
-        train = [r.get("train_eval_loss") if r.get("train_eval_loss") is not None else r.get("train_loss")
-                 for r in rows]
+        # with dropout on, the eval-mode train loss: the one-batch loss with units dropped is noisier and not alike,
+        # so the window reads one kind or the other, never both (a row whose scoring a stop cut has none)
+        evaluated = [r.get("train_eval_loss") for r in rows]
+        train = evaluated if None not in evaluated else [r.get("train_loss") for r in rows]
         return len(train) == OVERFIT_RISES + 1 and None not in train and train[-1] > train[0]
 
     @property
@@ -225,10 +230,13 @@ class LossTable:
         # in the long names whatever the layout: "train" over a narrow column reads as "train loss" below it; for the
         # columns shown: at 20 columns the train loss gives way, and a legend for it read as a column missing
         # narrow, the short header too: "bpc" went unexplained under a legend of "bits/char"
+        words = dict(self.legend_words)
+        if self.dtype == "bfloat16":
+            words.update({key: f"{words[key]}, {dtype}" for key, dtype in IN_DTYPE.items() if key in words})
         legend = "; ".join(f"{header}" + (f" ({short})" if self.shown_short and short != header
                                           and not header.startswith(short) else "")
-                           + f": {self.legend_words[key]}" for key, header, short, *_ in self.columns
-                           if key in self.legend_words and key in self.shown_keys)
+                           + f": {words[key]}" for key, header, short, *_ in self.columns
+                           if key in words and key in self.shown_keys)
         if legend:
             parts.append(Words(Text(legend, style="dim")))
         if self.overfitting:
@@ -468,6 +476,7 @@ class RichReporter(Reporter):
         self._bar_label: str | None = None  # what on_progress's bar is labelled now
         self._steps_done = self._run_steps = 0  # the training bar's count and total (on_train_start, on_step)
         self._eval_batches: int | None = None  # the validation batches of the run's evaluations (on_evaluate)
+        self._dtype: str | None = None  # the dtype the run's steps run in (on_train_dtype), for the table's legend
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -487,6 +496,7 @@ class RichReporter(Reporter):
         # the run's steps the bar counts (on_step), which an evaluation's count goes on from
         self._steps_done, self._run_steps = done, run_steps
         self._eval_batches = None  # each run's own (on_evaluate): :set eval_batches may have changed it since
+        self._dtype = None  # each run's own (on_train_dtype): :set dtype may have changed it since
         self._table = None
         self._vocab_size = None
         self._frame = None
@@ -551,6 +561,13 @@ class RichReporter(Reporter):
         self._vocab_size = vocab_size  # the table's ln(V) line, from its first row on (as the final table has it)
         if self._table is not None:
             self._table.vocab_size = vocab_size
+
+    def on_train_dtype(self, dtype: str) -> None:
+        """The run about to start trains in `dtype` (float32, bfloat16), for the loss table's legend; said after
+        on_train_start, as on_train_vocab is."""
+        self._dtype = dtype
+        if self._table is not None:
+            self._table.dtype = dtype
 
     def training_view(self) -> Group:
         """What the live display shows while training: the loss table, the watched view under it, the bar."""
@@ -636,7 +653,7 @@ class RichReporter(Reporter):
             }
             if self._table is None:
                 self._table = LossTable([row], narrow=self.console.width < NARROW, vocab_size=self._vocab_size,
-                                        eval_batches=self._eval_batches)
+                                        eval_batches=self._eval_batches, dtype=self._dtype)
             else:
                 self._table.add(row)
             self._refresh()

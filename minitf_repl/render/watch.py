@@ -139,8 +139,9 @@ def watch_view(frame, width: int, as_text: bool, height: int | None = None, scre
         maps = [[row[start:] for row in m[start:]] for m in frame.maps]
         peak = max((w for m in maps for row in m for w in row), default=1.0) or 1.0
         future = reads_future(frame.maps)  # causal off: the future is drawn, not left blank
-        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(frame.tokens[start:], m, peak, 1, as_text, future))
-                  for h, m in enumerate(maps)]
+        # start: rows and columns carry the text's positions, as the window note's "positions X to Y" and :attn do
+        panels = [Group(Text(f"head {h}", style="cyan"),
+                        heatmap(frame.tokens[start:], m, peak, 1, as_text, future, start)) for h, m in enumerate(maps)]
         cut = [Text(window_note(n, T, width, tall), style="dim")] if start else []
         # what heads the columns where a token's first character does not (position digits, two characters)
         heads = [Text(line, style="dim")] if (line := heads_note(frame.tokens[start:])) else []

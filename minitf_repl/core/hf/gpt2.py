@@ -88,7 +88,7 @@ def hf_config(config: ModelConfig) -> dict:
 # (hf_weights writes those). Nor are fixed positions: GPT-2's learned table holding the sines (sinusoidal) or zeros
 # (none) adds what the lab's model adds, and reads back as a learned table.
 REQUIRED = {"pos_encoding": ("learned", "sinusoidal", "none"), "norm": "layernorm", "norm_placement": "pre",
-            "residual": True, "causal": True,
+            "residual": True, "ffn": True, "causal": True,
             "bias": True, "qk_norm": False, "n_experts": (0, 1),
             "activation": ("gelu_tanh", "gelu", "relu")}
 

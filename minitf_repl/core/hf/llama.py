@@ -94,7 +94,7 @@ def hf_config(config: ModelConfig) -> dict:
 # The settings a lab model needs for Llama to compute the same function (core.hf.export names the first that differs).
 # norm_gain=off is none of them: an RMSNorm without a gain is Llama's with gains of one (hf_weights writes those).
 REQUIRED = {"pos_encoding": "rope", "norm": "rmsnorm", "norm_placement": "pre",
-            "residual": True, "causal": True, "bias": False,
+            "residual": True, "ffn": True, "causal": True, "bias": False,
             "qk_norm": False, "n_experts": (0, 1), "activation": "swiglu"}
 
 
