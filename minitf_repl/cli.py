@@ -49,10 +49,7 @@ from .render import console_for, error, fmt, internal_error, say
 from .session import Session
 from .syntax import SHELL, cmd, invoked_with, pair_key, restore, set_pairs, speaking, typed_after
 
-try:  # Typer 0.2x vendors click, and its usage errors derive from the public TyperException
-    from typer import TyperException as _UsageError
-except ImportError:  # older Typer depends on click itself, whose errors derive from ClickException
-    from click import ClickException as _UsageError
+from typer import TyperException as _UsageError  # usage errors derive from it (Typer 0.28 on: pyproject's floor)
 
 OPTION_WORDS = "option_words"  # the KEY=VALUE words of a command that takes no text
 PAIRS = "pairs"  # the KEY=VALUE words of a command that reads only pairs (set)

@@ -120,6 +120,20 @@ class _Door(FrontDoor):
         return reporter
 
 
+def _refuse_a_shape(settings: dict) -> None:
+    """Settings that would rebuild a model given to Lab (its shape: n_layers, d_model, ...) are refused: they were
+    applied before the model was adopted, which then replaced them without a word (`:config` showed the model's)."""
+    from .core.config import ModelConfig
+
+    rebuilding = {name: spec.name for spec in ModelConfig.specs() if not spec.in_place
+                  for name in (spec.name, *spec.aliases)}
+    named = [str(key) for key in settings if str(key).lower() in rebuilding]
+    if named:
+        raise UserError(f"settings={{{', '.join(repr(k) for k in named)}: ...}} would build another model than the "
+                        "one given, which has its own; build the model with them (ModelConfig(...)), or leave them out "
+                        "of settings=")
+
+
 class Lab:
     """One session of the lab, run from Python: `lab = Lab()`, then `lab(":attn layer=1")` (the ':' may be left out).
 
@@ -153,10 +167,15 @@ class Lab:
         # a bar's each frame became text of its own; a long :train is seen to run, its table shown once at its end
         self.door = _Door(self.session, self.out, self.err, FrontEnd(live=False), progress=progress,
                           colour=self.colour)
+        if settings and (model is not None or trainer is not None):
+            _refuse_a_shape(settings)
         if settings:
             self._set(settings)
         if trainer is not None or model is not None or not (data is None or isinstance(data, str)):
             self._adopt(model, None if isinstance(data, str) else data, trainer)
+        # what :set and the adoption said is theirs, said on standard error as it came: not the first failing line's
+        # `error` (which read "d_ff stays 512, ... narrows the FFN to that error: layer must be in 0..0")
+        self.err.export_text(clear=True)
 
     def __call__(self, line: str) -> Shown:
         """Run one line as typed at the REPL; the result, shown once where the notebook shows it. A user's mistake is

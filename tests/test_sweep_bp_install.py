@@ -1,4 +1,4 @@
-"""Installing minitf: the torch build ./dev takes, a Python too old, no torch at all, the dependency floors, the sdist."""
+"""Installing minitf: the torch build ./dev takes, a Python too old, no torch, the dependency floors, the sdist."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def test_no_torch_is_one_line_naming_what_to_install(args, tmp_path):
     assert done.stderr.strip() == NO_TORCH_LINE
 
 
-def test_no_torch_in_the_repl_is_the_same_line_for_each_command(tmp_path):
+def test_no_torch_in_piped_lines_is_the_same_line_for_each_command(tmp_path):
     done = _without_torch(tmp_path, stdin=":tok 312\n:train --steps 1\n")
     assert "internal error" not in done.stderr, done.stderr
     assert done.stderr.count(NO_TORCH_LINE) == 2, done.stderr

@@ -68,3 +68,46 @@ def test_grad_of_an_ffn_off_model_walks_attention_alone_on_both_placements():
         result = run(session, ":grad 3141=")
         assert [row.part for row in result.stream] == ["attn"] * TINY["n_layers"], result.stream
         assert result.check.relative < 1e-6, result.check  # backprop along u as the float64 loss moves
+
+
+def test_the_pip_line_for_torch_quotes_a_python_whose_path_has_a_space(monkeypatch):
+    """Pasted into bash, `/tmp/sp ace/python -m pip ...` ran /tmp/sp."""
+    import shlex
+    import sys
+
+    from minitf_repl.render.words import missing_torch
+
+    monkeypatch.setattr(sys, "executable", "/tmp/sp ace/python")
+    line = missing_torch(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    install = line.split("install it: ", 1)[1].split(" (the CPU build", 1)[0]
+    assert shlex.split(install)[:4] == ["/tmp/sp ace/python", "-m", "pip", "install"], install
+
+
+def test_a_lab_given_a_model_refuses_settings_that_would_build_another_and_its_error_is_the_lines_own(tmp_path):
+    import pytest
+
+    from minitf_repl import Lab, MiniTransformerLM, load_data
+    from minitf_repl.core.errors import UserError
+
+    data = load_data("sort:4")
+    model = MiniTransformerLM(ModelConfig(**TINY, vocab_size=data.tokenizer.vocab_size))
+    with pytest.raises(UserError, match="would build another model than the one given"):
+        Lab(model=model, data=data, settings={"n_layers": 3}, checkpoint_dir=tmp_path)
+    with pytest.raises(UserError, match="'n_embd'"):  # nanoGPT's name for d_model too
+        Lab(model=model, data=data, settings={"n_embd": 64}, checkpoint_dir=tmp_path)
+    lab = Lab(model=model, data=data, settings={"lr": 0.001, "dropout": 0.1}, checkpoint_dir=tmp_path)
+    assert lab.session.train_config.lr == 0.001 and lab.model is model
+    # a notice of the settings (d_ff stays ...) is not the first failing line's error
+    noisy = Lab(data="sort:4", settings={"d_model": 64, "n_layers": 1}, checkpoint_dir=tmp_path)
+    failed = noisy("attn layer=9")
+    assert not failed.ok and failed.error.startswith("error: layer must be in 0..0"), failed.error
+
+
+def test_the_torch_range_the_messages_give_is_pyprojects():
+    """Written by hand in render.words (TORCH_RANGE) and pyproject.toml: kept in step."""
+    from pathlib import Path
+
+    from minitf_repl.render.words import TORCH_RANGE
+
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert f'"{TORCH_RANGE}",' in pyproject, TORCH_RANGE

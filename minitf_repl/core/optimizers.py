@@ -47,6 +47,7 @@ switching `optimizer` takes that optimizer's own rate and warm-up where they sti
 from __future__ import annotations
 
 import math
+import shlex
 import sys
 
 import torch
@@ -70,7 +71,7 @@ def check_torch() -> None:
         # the whole range, as pip would keep it (a bare `torch>=2.9` let in torch 3), and the CPU build's index: pip's
         # default on Linux is a CUDA build of several GB (render.words.missing_torch says the same of no torch at all)
         raise TorchTooOld(f"torch {torch.__version__} is older than the {TORCH_FLOOR} minitf needs (it has no "
-                          f"torch.optim.Muon); install a newer one: {sys.executable} -m pip install --upgrade "
+                          f"torch.optim.Muon); install a newer one: {shlex.quote(sys.executable)} -m pip install --upgrade "
                           f"'torch>={TORCH_FLOOR},<3' --index-url https://download.pytorch.org/whl/cpu (the CPU "
                           "build; for a GPU, your CUDA build's index)")
 

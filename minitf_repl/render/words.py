@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 
 from rich.cells import cell_len
@@ -226,7 +227,7 @@ def missing_torch(exc: BaseException) -> str | None:
     if name is None or name.partition(".")[0] != "torch":
         return None
     again = "" if name == "torch" else " --force-reinstall"
-    install = (f"{sys.executable} -m pip install{again} '{TORCH_RANGE}' --index-url {TORCH_CPU_INDEX} (the CPU "
+    install = (f"{shlex.quote(sys.executable)} -m pip install{again} '{TORCH_RANGE}' --index-url {TORCH_CPU_INDEX} (the CPU "
                "build; for a GPU, your CUDA build's index)")
     if name == "torch":
         return f"torch is not installed, and minitf needs it ({TORCH_RANGE}); install it: {install}"
