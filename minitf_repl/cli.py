@@ -1503,7 +1503,7 @@ def _transcript_unused(why: str) -> None:
 
 # `main([])` (or minitf's options alone) from a notebook's cell: the REPL read the kernel's stdin as an empty script
 # and returned 0, having done nothing and said nothing
-IN_A_KERNEL = ("main() with no command opens the REPL, which needs a terminal to type in, and a Jupyter kernel has "
+IN_A_KERNEL = ("main([]) with no command opens the REPL, which needs a terminal to type in, and a Jupyter kernel has "
                "none; give it a command: main(['train', '--steps', '50']) (main(['--help']) lists them), or run the "
                "lab from Python: from minitf_repl import Lab")
 

@@ -380,17 +380,24 @@ class FrontDoor:
         if (shell := self._shell_line(line.strip())) is not None:
             return shell
         stripped = line.strip()
-        if stripped.startswith(":") or command_first(stripped, self.registry) is None:
+        if stripped.startswith(":") or not self.runs_as_command(stripped):
             return None
+        return (f"a script's line that starts with a command without its ':' is not run as text for the model; "
+                f":{stripped} runs it as a command")
+
+    def runs_as_command(self, stripped: str) -> bool:
+        """Whether a line without its ':' is a command's: its first word names one, it parses as that command's line,
+        and its words are all that command's own (_a_commands_own). `train steps=5`, `help train`, `attn layer=0`
+        are; `train of thought is`, `help me write a poem`, `save the day` are text, as at the prompt (a script's
+        line, _not_text, and Lab's line without its ':')."""
+        if command_first(stripped, self.registry) is None:
+            return False
         try:
             with speaking(self.front.syntax):
                 command, args = parse_line(f":{stripped}", self.registry)
         except UserError:
-            return None
-        if not self._a_commands_own(command, args):
-            return None
-        return (f"a script's line that starts with a command without its ':' is not run as text for the model; "
-                f":{stripped} runs it as a command")
+            return False
+        return self._a_commands_own(command, args)
 
     def _a_commands_own(self, command: Command, args: dict) -> bool:
         """Whether a line parsed as `command` holds only that command's own words: its text (where it takes one) is

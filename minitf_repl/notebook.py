@@ -2,10 +2,10 @@
 (Jupyter, IPython) or a script.
 
 `lab(":attn layer=1")` goes through the REPL's own front door (dispatch.FrontDoor): the same parsing, checks and
-one-line errors, Ctrl-C (a kernel's interrupt) stopping a :train after its step. What the command shows is recorded
-by one Rich console, never drawn as it runs: a notebook then shows the view once, as text/plain and text/html of
-that one recording, where a console of its own displayed each print of a streamed :gen or :shapes as an output of
-its own (33 outputs for 33 tokens). Progress (a :train's line per evaluation) and errors go to standard error as
+one-line errors, Ctrl-C (a kernel's interrupt) stopping a :train after its step. What the command shows is recorded,
+never drawn as it runs, by two Rich consoles, one without colour for the text (as a pipe shows it) and one in colour
+for the HTML: a notebook then shows the view once, where a console of its own displayed each print of a streamed
+:gen or :shapes as an output of its own (33 outputs for 33 tokens). Progress (a :train's line per evaluation) and errors go to standard error as
 they come, so that a long run is seen to run and a failed line is seen in a script that shows nothing else.
 """
 
@@ -18,12 +18,13 @@ from rich.jupyter import JUPYTER_HTML_FORMAT
 
 from .commands import REGISTRY
 from .core.errors import UserError
-from .dispatch import FAILED, FrontDoor, FrontEnd, command_first, json_document
+from .dispatch import FAILED, FrontDoor, FrontEnd, json_document
 from .parsing import parse_line
 from .render.renderers import render, text_apart
 from .render.words import console_for, error
 from .session import Session
 
+MIN_WIDTH = 20  # the narrowest a view is laid out in: Rich wraps every word on a line of its own below it
 WIDTH = 100  # columns a view is laid out in: a notebook's cell shows about 100 characters of monospace text
 
 
@@ -183,9 +184,10 @@ class Lab:
         if not isinstance(line, str):
             raise TypeError(f"Lab runs a line of the REPL's, got {type(line).__name__}; e.g. lab(':attn layer=1')")
         stripped = line.strip()
-        # a line whose first word names a command is that command, its ':' left out (`attn layer=0`); any other is
-        # text to continue, as at the REPL (`3141=`, the question :train says to ask)
-        typed = f":{stripped}" if command_first(stripped, REGISTRY) is not None else stripped
+        # a line of a command's own words is that command, its ':' left out (`attn layer=0`, `help train`); any other
+        # is text to continue, as at the REPL (`3141=`, the question :train says to ask, `train of thought is`: a
+        # line that merely starts with a command's name, command names being everyday words)
+        typed = f":{stripped}" if stripped and self.door.runs_as_command(stripped) else stripped
         self.door.command, self.door.result = None, None
         status = self.door.run_line(typed)
         recorded = self.colour if self.door.coloured else self.out
@@ -283,3 +285,6 @@ def _check(model, data, checkpoint_dir, settings, device, width) -> None:
         raise UserError(f"device={device!r}: {problem}")
     if isinstance(width, bool) or not isinstance(width, int):
         raise TypeError(f"width= takes a whole number of columns, got {type(width).__name__}; e.g. Lab(width=100)")
+    if width < MIN_WIDTH:  # width=0 recorded nothing at all, errors included (as COLUMNS=0 did in the shell)
+        raise ValueError(f"width={width} leaves no room for a view; give {MIN_WIDTH} columns or more, e.g. "
+                         "Lab(width=100)")

@@ -115,16 +115,21 @@ def test_main_with_no_command_in_a_kernel_is_refused_in_one_line(monkeypatch, ca
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # the kernel's stdin: nothing to read
     assert main([]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: main() with no command opens the REPL") and "main(['--help'])" in err
+    assert err.startswith("error: main([]) with no command opens the REPL") and "main(['--help'])" in err
     assert " ".join(err.split()).count("error:") == 1
 
 
 # --- 6. a line without ':' is text to continue unless its first word is a command ----------------------------------
-def test_a_lab_line_without_a_colon_is_text_unless_its_first_word_names_a_command(lab):
+def test_a_lab_line_without_a_colon_is_text_unless_its_words_are_a_commands_own(lab):
     assert lab("3141=").ok and lab("3141=").command is REGISTRY.plain_text_command  # the question :train says to ask
     text = lab("hello world")  # text, which sort's vocabulary refuses in its own words: no "unknown command :hello"
     assert text.command is REGISTRY.plain_text_command and "vocabulary" in text.error
     assert lab("params").command is REGISTRY.find("params")
+    assert lab("help train").command is REGISTRY.find("help")
+    # a line that merely starts with a command's name is text, as at the REPL: was ":train takes no text", "not a
+    # valid checkpoint name", "no command or setting named 'me'"
+    for prose in ("train of thought is", "help me write a poem", "save the day"):
+        assert lab(prose).command is REGISTRY.plain_text_command, prose
 
 
 # --- 7. wrong arguments refused as the Lab is made ------------------------------------------------------------------
@@ -136,6 +141,7 @@ def test_a_lab_line_without_a_colon_is_text_unless_its_first_word_names_a_comman
     ({"data": "nosuchdata"}, UserError, "data='nosuchdata'"),
     ({"device": "gpu"}, UserError, "unknown device 'gpu'"),
     ({"device": 0}, TypeError, "device="),
+    ({"width": 0}, ValueError, "width=0 leaves no room"),
 ])
 def test_a_lab_refuses_a_wrong_argument_as_it_is_made_in_one_line(kwargs, kind, words, tmp_path, monkeypatch):
     from minitf_repl import Lab

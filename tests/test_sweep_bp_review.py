@@ -111,3 +111,16 @@ def test_the_torch_range_the_messages_give_is_pyprojects():
 
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert f'"{TORCH_RANGE}",' in pyproject, TORCH_RANGE
+
+
+def test_a_row_evaluated_with_dropout_off_is_not_taken_for_a_cut_train_scoring():
+    """:set dropout=0.1 after a run stopped at an evaluated step said "which the stop cut short" of no stop."""
+    train = {"steps": 6, "batch_size": 4, "eval_every": 3, "eval_batches": 2}
+    session = Session(ModelConfig(**TINY, dropout=0.0), TrainConfig(**train), data_spec="sort:4", device_name="cpu")
+    trainer = session.trainer
+    trainer.run(should_stop=lambda: trainer.step >= 3)
+    assert trainer.step == 3 and trainer.history[-1]["val_loss"] is not None
+    run(session, ":set dropout=0.1")
+    said = []
+    session.trainer.run(on_notice=said.append)
+    assert not any("cut short" in line for line in said), said

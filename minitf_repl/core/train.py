@@ -206,6 +206,10 @@ class Trainer:
         # (step, what its evaluation would have scored: _evaluated_on) where a stop cut an evaluation short: a data
         # switched since (same vocabulary, so the run goes on) would measure that row, trained on the old, on the new
         self._cut_at: tuple | None = None
+        # the step whose eval-mode train scoring (dropout on) a stop cut short: held here, not in the history, whose row
+        # lacks the number as well where dropout was 0 when it was evaluated (measured then, the continued run said
+        # "which the stop cut short" of a stop that never came); a checkpoint saved at that stop goes on without it
+        self._train_scoring_cut: int | None = None
         self._target_share = 1.0  # under DDP: this rank's share of the global batch's targets x ranks (_train_batch)
         self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
         self._fast = None  # FastPath(model), made on the first step that takes it
@@ -504,6 +508,7 @@ class Trainer:
                     except EvaluationStopped:  # the val loss stands; the run stops before its next step, as above,
                         cut = True  # and its continuation measures the train split first (_evaluation_missing)
                         self._cut_at = (self.step, self._evaluated_on())
+                        self._train_scoring_cut = self.step
                         if on_notice is not None:
                             on_notice(self._train_scoring_stopped_line())
                 if info.val_loss is not None:
@@ -545,7 +550,8 @@ class Trainer:
     def _train_scoring_stopped_line(self, again: bool = False) -> str:
         """What a stop while the training split was scored in eval mode (dropout on) left unmeasured: the loss that
         compares with val; a continued run measures it first, as a cut evaluation's val loss."""
-        what = f"the eval-mode train loss after step {self.step:,} (dropout on) was stopped {'again ' * again}unmeasured"
+        what = f"the eval-mode train loss after step {self.step:,} (dropout on) was stopped {'again ' * again}" \
+            "unmeasured"
         if self.run_remaining > 0:
             return f"{what}; continuing the run measures it first"
         return f"{what}: the run's last, it stays unmeasured"
@@ -585,7 +591,8 @@ class Trainer:
         run_step = row.get("run_step")
         return (row.get("step") == self.step and run_step == self.step - self.run_start
                 and row.get("run_steps") == self.run_steps and run_step % self.config.eval_every == 0
-                and (self._val_missing(row) or (row.get("train_eval_loss") is None and self.dropout_on())))
+                and (self._val_missing(row) or (row.get("train_eval_loss") is None and self.dropout_on()
+                                                and self._train_scoring_cut == self.step)))
 
     def _val_missing(self, row: dict) -> bool:
         """Whether an evaluated row lacks its val loss, or a task's accuracy."""
@@ -616,9 +623,13 @@ class Trainer:
                     row["train_eval_loss"] = self.evaluate_train(should_stop=stop_evaluation)
                 except EvaluationStopped:
                     self._cut_at = (self.step, self._evaluated_on())
-                    if on_notice is not None:
-                        on_notice(self._train_scoring_stopped_line(again=True))
+                    self._train_scoring_cut = self.step
+                    if on_notice is not None:  # the val loss measured first is said, and "again" only of a second cut
+                        line = self._train_scoring_stopped_line(again=not measured)
+                        on_notice(f"the evaluation after step {self.step:,}, which the stop cut short, is measured "
+                                  f"now: {', '.join(measured)}; {line}" if measured else line)
                     return True
+                self._train_scoring_cut = None
                 measured.append(f"train loss in eval mode {row['train_eval_loss']:.4f}")
         except EvaluationStopped as e:
             self._cut_at = (self.step, self._evaluated_on())
