@@ -178,8 +178,17 @@ class SafeFileHistory(FileHistory):
         fd = os.open(self.filename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
                      | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
-            while data:
-                data = data[os.write(fd, data):]
+            before, written = os.fstat(fd).st_size, 0
+            try:
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+            except OSError:
+                # a full disk took part of the entry: the cut entry, which Up recalled in the next session, goes. Only
+                # where the file ends with this write's bytes: another REPL's entry after them is left alone
+                if written and os.fstat(fd).st_size == before + written:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, before)
+                raise
         finally:
             os.close(fd)
 

@@ -563,7 +563,7 @@ def test_shell_train_whose_save_fails_exits_1(tmp_path, monkeypatch):
     monkeypatch.setattr(ckpt, "save_checkpoint", disk_full)  # the target is fine; the write fails
     result = shell("--checkpoint-dir", tmp_path / "ok", *SHELL_TINY, "train", "--steps", "1")
     assert result.exit_code == 1 and "trained 1 step" in result.stdout
-    assert "warning: not saved:" in result.stdout and "No space left" in result.stdout
+    assert "error: not saved:" in result.stdout and "No space left" in result.stdout
     result = shell("--checkpoint-dir", tmp_path / "ok", *SHELL_TINY, "train", "--steps", "1", "--json")
     assert result.exit_code == 1 and "No space left" in json.loads(result.stdout)["save_error"]
     assert [line for line in result.stderr.splitlines() if not line.startswith("step ")][0].startswith(

@@ -971,6 +971,9 @@ class LsResult:
     # {name: the dtype its latest step ran in (float32, bfloat16)} of the rows whose manifest records it: dtype=auto
     # trains in bfloat16 on a CPU with bfloat16 units, in float32 elsewhere, and their checkpoints listed alike
     trained_dtypes: dict[str, str] = field(default_factory=dict)
+    # why a folder given that does not exist holds none, and the folder of a near name that holds some (layout's
+    # missing_folder); None where it exists or is the default one before any save
+    missing: str | None = field(default=None, metadata={"view_only": True})
 
 
 # The view lists the newest this many: a folder of 400 checkpoints was 800 lines, the newest (listed first) far
@@ -984,10 +987,13 @@ LS_SHOWN = 40
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from ..core.checkpoint import list_checkpoints, misnamed
 
+    from ..core.checkpoint.layout import missing_folder
+
     rows = list_checkpoints(session.checkpoint_dir)
     return LsResult(rows=rows, directory=str(session.checkpoint_dir), misnamed=misnamed(session.checkpoint_dir),
                     all=bool(args["all"]), pinned=pinned_slots(rows, session.checkpoint_dir),
-                    trained_dtypes=trained_dtypes(rows, session.checkpoint_dir))
+                    trained_dtypes=trained_dtypes(rows, session.checkpoint_dir),
+                    missing=missing_folder(session.checkpoint_dir) if not rows else None)
 
 
 def trained_dtypes(rows: list[CheckpointInfo], directory) -> dict[str, str]:
@@ -1044,6 +1050,9 @@ def local_minute(saved_at: str | None) -> str:
 def render_ls(result: LsResult, console: Console) -> None:
     """A table when it fits the width, else one checkpoint per line. Names are never broken or cut
     (they are what :load takes); a broken checkpoint's reason goes on its own line below."""
+    if not result.rows and result.missing:  # a folder mistyped, or removed: not one that is empty yet
+        note(console, f"no checkpoints in {result.directory}: {result.missing}")
+        return
     if not result.rows:
         note(console, f"no checkpoints in {result.directory} yet; {writes_one()}")
         misnamed_note(result.misnamed, console)

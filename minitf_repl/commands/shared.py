@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -547,6 +548,27 @@ def file_changed(session: Session) -> str | None:
                 "the text as read")
     return (f"{data.name} has changed on disk since it was read: this session still uses the text as read "
             f"({cmd('data', session.data_spec)} reads it again)")
+
+
+# the file's stamp :train last said file_changed's line for, by the data read from it: said at every :train, the line
+# buried each run's notices under one that had not changed since the first
+_CHANGE_SAID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def file_changed_once(session: Session) -> str | None:
+    """file_changed's line, once for each change of the file on disk (:data, asked, says it every time)."""
+    from ..core.data import file_stamp
+
+    if (line := file_changed(session)) is None:
+        return None
+    data, now = session.loaded_data, file_stamp(session.data_spec)
+    try:
+        if _CHANGE_SAID.get(data, ()) == now:
+            return None
+        _CHANGE_SAID[data] = now
+    except TypeError:  # data that cannot be remembered by (no weak reference): said every time, as before
+        pass
+    return line
 
 
 def bpe_trained_elsewhere(tokenizer, data) -> str | None:

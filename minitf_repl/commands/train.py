@@ -20,7 +20,7 @@ from ..core import distributed
 from ..core.catalog import TASKS
 from ..core.config import PRODUCTS_ENV, TrainConfig
 from ..core.errors import PeerLost, TrainingDiverged, UserError, is_out_of_memory
-from ..core.sizes import check_memory_free, check_trainable, parameter_count
+from ..core.sizes import check_memory_free, check_trainable, checkpoint_bytes, parameter_count
 from ..core.watch import ONE_BLOCK, WATCH_VIEWS, WatchFrame, Watcher
 from ..core.words import count
 from ..registry import Param, param_from_setting
@@ -38,7 +38,7 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, 
                       syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
-from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, WARM_UP_NOTE_FROM, Dropped, all_warm_up, file_changed,
+from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, WARM_UP_NOTE_FROM, Dropped, all_warm_up, file_changed_once,
                      held_line, load_checked, rebuilt_line, recipe_line, refuse_a_path, redraw_untrained, save_session,
                      seed_kept_line, start_fresh, switch_data, unseen_by)
 
@@ -279,7 +279,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     warm-up + cosine run instead.
     """
     steps = args["steps"]
-    if (changed := file_changed(session)) is not None:
+    if (changed := file_changed_once(session)) is not None:
         reporter.notice(changed)
     if session.ablations:
         raise UserError(f"parts of the model are switched off ({', '.join(map(str, session.ablations))}); "
@@ -294,8 +294,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                             f"written after it: {cmd('train', save='run1')}, then {cmd('save', save_as, load='run1')}")
         refuse_a_path(session, save_as, hf=False)
         if distributed.is_main():  # the one process that writes (under torchrun, the others never do)
-            # a bad name fails now, not after an hour of training, and so does a disk its weights do not fit on
-            check_save_target(session.checkpoint_dir, save_as, _weights_bytes(session), by_name=True)
+            # a bad name fails now, not after an hour of training; the disk's space once the vocabulary is known
+            check_save_target(session.checkpoint_dir, save_as, by_name=True)
         else:
             from ..core.checkpoint import check_name
 
@@ -315,6 +315,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     model_config = session.model_config
     if new_data is not None:
         model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)
+    if save_as is not None and distributed.is_main():  # a disk its checkpoint does not fit on fails now, too
+        check_save_target(session.checkpoint_dir, save_as, _save_bytes(model_config, train_config), by_name=True)
     # the steps take the fast path, which keeps no (T, T) attention map, unless it is off or :ablate's hooks listen
     fused = train_config.fast_path and not session.ablations
     check_trainable(model_config, train_config.batch_size,
@@ -353,7 +355,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         from ..core.checkpoint import check_save_target
 
         try:  # e.g. a read-only folder: say so before training, and how to train without the autosave
-            check_save_target(session.checkpoint_dir, AUTOSAVE_NAME, _weights_bytes(session))
+            check_save_target(session.checkpoint_dir, AUTOSAVE_NAME, _save_bytes(model_config, train_config))
         except UserError as e:
             # from the shell the whole line: "--set autosave=off" alone was a fragment
             without = cmd("set", autosave=False)
@@ -420,7 +422,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             from ..core.checkpoint import check_save_target
 
             try:
-                check_save_target(session.checkpoint_dir, named, _weights_bytes(session), by_name=True)
+                check_save_target(session.checkpoint_dir, named, _save_bytes(model_config, train_config),
+                                  by_name=True)
             except UserError:
                 session.rollback(snapshot)  # this command's settings go back with it
                 raise
@@ -580,7 +583,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             unseen = written.replaced_unseen if save_as is not None else None
             moved, files, dropped = written.moved_aside, written.moved_files, written.dropped
         except UserError as e:
-            save_error = str(e)
+            from ..dispatch import phrase  # the way on in this front end's words (--checkpoint-dir DIR from the shell)
+
+            save_error = phrase(e, syntax())
     from ..core.device import cpu_kind
 
     result = TrainResult.from_run(
@@ -691,11 +696,22 @@ def few_val_windows(data, max_seq_len: int, config: TrainConfig) -> str | None:
             "over and over; a longer text, or a smaller max_seq_len, holds more")
 
 
-def _weights_bytes(session: Session) -> int:
-    """The bytes of the model's float32 weights, which its checkpoint holds at the least; 0 where the data (and so
-    the vocabulary) is not known yet. From the settings: the model is not built before the seed is set."""
+# What a save writes beside the weights and the optimizer's moments, at the least: two random states of 5,056 bytes
+# on a CPU, the files' headers, and a manifest of a few KiB (11 KiB for a 20-step run of the default model; more for a
+# longer history or a tokenizer, not counted)
+SAVE_EXTRA_BYTES = 16 * 1024
+
+
+def _save_bytes(model_config, train_config) -> int:
+    """The bytes the checkpoint of a model of `model_config` trained under `train_config` takes at the least: its
+    float32 weights, the optimizer's state (AdamW 2 floats a parameter, Muon 1 a matrix's) and SAVE_EXTRA_BYTES; 0
+    where the vocabulary is not known. From the settings: the model is not built before the seed is set. The weights
+    alone were counted, and a run on a disk that held them and not the optimizer's state trained to its end, then
+    failed to save."""
     try:
-        return 4 * parameter_count(session.model_config) if session.model_config.vocab_size else 0
+        if not model_config.vocab_size:
+            return 0
+        return checkpoint_bytes(model_config, train_config.optimizer) + SAVE_EXTRA_BYTES
     except (TypeError, ValueError):
         return 0
 
@@ -1096,8 +1112,8 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
         elif result.moved_aside is not None:  # a checkpoint saved by name as `autosave`: kept, under another name
             say(console, f"{result.saved} held a checkpoint saved by name, not a run's autosave: it is kept as "
                          f"{result.moved_aside} ({restore(result.moved_aside)} restores it)", "yellow")
-    if result.save_error:
-        say(console, f"warning: not saved: {result.save_error}", "yellow")
+    if result.save_error:  # an error where it fails the command (a one-shot shell exits 1), as its stderr line says
+        say(console, f"{'error' if syntax() == SHELL else 'warning'}: not saved: {result.save_error}", "yellow")
     elif not result.saved and result.steps and syntax() == SHELL:  # autosave=off, no --save: ended without a word
         note(console, f"not saved (autosave is off): the trained model ends with this command; "
                       f"{cmd('train', save='NAME')} keeps the next one")

@@ -49,6 +49,27 @@ def parameter_count(config: ModelConfig) -> int:
     return embedding + positions + config.n_layers * block + final_norm + head
 
 
+def muon_parameters(config: ModelConfig) -> int:
+    """Parameters of the matrices Muon trains (core.optimizers.hidden_matrices): the blocks' 2-D weights, attention's
+    four projections and the feed-forward networks' matrices, without their biases, norms or a router."""
+    d, kv = config.d_model, config.kv_heads * config.head_dim
+    attention = 2 * d * d + 2 * d * kv
+    # the networks' matrices alone: their kind counts them for a model without biases
+    feed_forward = ffn_parameters(config.replace(bias=False)) if config.ffn else 0
+    if config.is_moe:
+        feed_forward *= config.n_experts
+    return config.n_layers * (attention + feed_forward)
+
+
+def checkpoint_bytes(config: ModelConfig, optimizer: str) -> int:
+    """Bytes of a checkpoint's weights and optimizer state, float32 both: 4 per parameter, and the optimizer's
+    moments, 2 floats per parameter it trains for AdamW, 1 for each of Muon's matrices (its momentum, the rest
+    being AdamW's). Their files' headers, the random states and the manifest are the caller's to add."""
+    weights = parameter_count(config)
+    muon = muon_parameters(config) if optimizer == "muon" else 0
+    return 4 * weights + 4 * (muon + 2 * (weights - muon))
+
+
 def kv_cache_bytes_per_token(config: ModelConfig, bytes_per_value: int = 4) -> int:
     """Bytes the KV cache holds per token of context and sequence: K and V of the n_kv_heads heads in every layer.
 

@@ -199,7 +199,8 @@ def check_save_target(directory, name: str, need: int = 0, *, by_name: bool = Fa
     read-only file system is said as such). DIR itself because every save writes its lock file there, and
     a new run's autosave its temporary folder: a folder made read-only around a writable autosave was
     passed, and the autosave then failed after the training. `need`: bytes the checkpoint takes at the least (its
-    weights), refused where the disk has less free: a full disk trained a one-shot run to its end, then lost it. A
+    weights, its optimizer state and a manifest: the caller counts them), refused where the disk has less free: a
+    full disk trained a one-shot run to its end, then lost it. A
     disk that fills during the run still shows only when the save writes; save_checkpoint says so. `by_name`: a save
     by name (`:save NAME`, `save=NAME`), which refuses a folder of other files at DIR/NAME (check_no_other_files):
     it was refused only after the training, and a one-shot run lost its model. An autosave's rotation moves such a
@@ -237,7 +238,8 @@ def check_save_target(directory, name: str, need: int = 0, *, by_name: bool = Fa
         free = shutil.disk_usage(places[0]).free if need else need
         if free < need:
             raise CheckpointError(f"the disk of {places[0].absolute()} has {free:,} bytes free, and the checkpoint "
-                                  f"needs {need:,} at the least (its weights); free space or {ANOTHER_DIR}")
+                                  f"needs {need:,} at the least (its weights, optimizer state and manifest); "
+                                  f"free space or {ANOTHER_DIR}")
     except OSError as e:
         raise path_error(target, e) from None
     return target
@@ -393,9 +395,10 @@ def _default_dir() -> Path | None:
         return None
 
 
-def held_elsewhere(directory: Path, name: str) -> Path | None:
-    """The folder that holds checkpoint NAME where `directory` does not exist: the default one (./checkpoints,
-    $MINITF_CHECKPOINT_DIR), or a folder beside it of a name one letter or so off (`chekpoints`); None if none does."""
+def held_elsewhere(directory: Path, name: str | None) -> Path | None:
+    """The folder that holds checkpoint NAME (None: any checkpoint, :ls's question) where `directory` does not exist:
+    the default one (./checkpoints, $MINITF_CHECKPOINT_DIR), or a folder beside it of a name one letter or so off
+    (`chekpoints`); None if none does."""
     import difflib
 
     try:
@@ -405,9 +408,26 @@ def held_elsewhere(directory: Path, name: str) -> Path | None:
     near = [directory.parent / e for e in difflib.get_close_matches(directory.name, beside, n=3, cutoff=0.75)]
     default = _default_dir()  # None: only the folders beside
     for folder in ([default] if default is not None else []) + near:
-        if folder.absolute() != directory.absolute() and _holds_manifest(folder / name):
+        if folder.absolute() != directory.absolute() and (_existing_names(folder) if name is None else
+                                                          _holds_manifest(folder / name)):
             return folder
     return None
+
+
+def missing_folder(directory) -> str | None:
+    """Why a checkpoint folder that does not exist holds none, and the way on, as :load says it of a name there
+    (_existing_checkpoint); None where it exists, or is the default one before any save (no typo, just none yet).
+    :ls said "no checkpoints in chekpoints yet" of a mistyped folder, where ./checkpoints held them."""
+    directory = Path(directory).expanduser()
+    if os.path.lexists(directory):
+        return None
+    default = _default_dir()
+    if default is not None and default.absolute() == directory.absolute():
+        return None
+    holder = held_elsewhere(directory, None)
+    return "that folder does not exist; " + (
+        f"{cut_middle(str(holder))} holds some: give that folder as the checkpoint directory" if holder
+        else "check the folder's name")
 
 
 def _holds_manifest(folder: Path) -> bool:
