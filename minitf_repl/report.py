@@ -27,7 +27,7 @@ from .render import fmt
 from .render.chart import axis_labels, uniform_label, uniform_loss
 from .render.heatmap import reads_future
 from .render.scatter import asked_ids
-from .render.watch import NO_ROLE, copying, frame_input, frame_subject, frame_when, head_cell
+from .render.watch import NO_ROLE, copying, ffn_gradient, frame_input, frame_subject, frame_when, has_ffn, head_cell
 from .syntax import cmd
 
 
@@ -324,10 +324,13 @@ def frames_html(frames: list, step: int | None = None) -> list[str]:
                            + "</tr>" for g in frame.lens)
             out.append(f'<table class="config">{head}{rows}</table>')
         elif frame.grads:
-            head = "<tr><th>block</th><th>attention |dL/dW|</th><th>FFN |dL/dW|</th><th>|dL/dh| below</th></tr>"
-            rows = f"<tr><td>top</td><td></td><td></td><td>{fmt.gradient(frame.top)}</td></tr>" + "".join(
-                f"<tr><td>{g.block}</td><td>{fmt.gradient(g.attention)}</td><td>{fmt.gradient(g.ffn)}</td>"
-                f"<td>{fmt.gradient(g.below)}</td></tr>" for g in frame.grads)
+            ffn = has_ffn(frame.grads)  # ffn=off: no FFN column, as under the terminal's frame
+            head = ("<tr><th>block</th><th>attention |dL/dW|</th>" + ("<th>FFN |dL/dW|</th>" if ffn else "")
+                    + "<th>|dL/dh| below</th></tr>")
+            rows = (f"<tr><td>top</td><td></td>{'<td></td>' if ffn else ''}<td>{fmt.gradient(frame.top)}</td></tr>"
+                    + "".join(f"<tr><td>{g.block}</td><td>{fmt.gradient(g.attention)}</td>"
+                              + (f"<td>{ffn_gradient(g)}</td>" if ffn else "")
+                              + f"<td>{fmt.gradient(g.below)}</td></tr>" for g in frame.grads))
             out.append(f'<table class="config">{head}{rows}</table>')
         elif frame.heads:
             n_heads = max(h.head for h in frame.heads) + 1

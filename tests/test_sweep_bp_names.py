@@ -44,7 +44,7 @@ def test_head_size_is_said_to_be_d_model_over_n_heads_with_the_settings_that_mak
     with pytest.raises(UsageError) as e:  # was "unknown option 'head_size' for :set; did you mean batch_size?"
         run(session, ":set head_size=16")
     assert "batch_size" not in str(e.value) and "d_k = d_model / n_heads" in str(e.value), str(e.value)
-    assert ":set head_size works it out" in str(e.value)  # the line parsed has no session to work it out with
+    assert ":help head_size works it out" in str(e.value)  # the line parsed has no session to work it out with
     for line in (":help head_size", ":set head_size"):  # :help was "did you mean :heads?"
         with pytest.raises(UserError) as e:
             run(session, line)

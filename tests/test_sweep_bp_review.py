@@ -124,3 +124,18 @@ def test_a_row_evaluated_with_dropout_off_is_not_taken_for_a_cut_train_scoring()
     said = []
     session.trainer.run(on_notice=said.append)
     assert not any("cut short" in line for line in said), said
+
+
+def test_a_dropout_runs_loss_chart_draws_the_eval_mode_train_loss_beside_the_one_batch_one():
+    from minitf_repl.commands.train import history_series
+
+    train = {"steps": 40, "batch_size": 4, "eval_every": 10, "eval_batches": 1}  # enough rows for a chart
+    session = Session(ModelConfig(**TINY, dropout=0.3), TrainConfig(**train), data_spec="sort:4", device_name="cpu")
+    result = run(session, ":train")
+    series = {s.name: s for s in history_series(session.trainer.history)}
+    assert list(series) == ["train", "train (eval mode)", "val"]
+    assert series["train (eval mode)"].values == [row["train_eval_loss"] for row in result.evals]
+    assert "◦ train (eval mode)" in plain(result)
+    plain_run = Session(ModelConfig(**TINY), TrainConfig(**train), data_spec="sort:4", device_name="cpu")
+    run(plain_run, ":train")
+    assert [s.name for s in history_series(plain_run.trainer.history)] == ["train", "val"]

@@ -55,10 +55,11 @@ def test_qkv_shows_the_variance_of_q_k_and_the_scores_as_torch_computes_them():
     assert result.score_var == pytest.approx((dots / math.sqrt(16)).var(unbiased=False).item(), rel=1e-4)
     out = plain(result, width=200)
     assert f"the spread over these {at + 1} keys: var(q_i) = {result.q_var:.3g}, var(k) = {result.k_var:.3g}" in out
-    # the reference for this one q: |q_i|^2 var(k) (d_k var(q) var(k) holds for a zero-mean q only)
-    expected = (q @ q).item() * k.var(unbiased=False).item()
-    assert f"var(q.k_j) = {result.dot_var:.3g}; keys of independent features would give |q_i|^2 var(k) = " \
-        f"{expected:.3g} (d_k var(q) var(k) = " in out
+    # the reference for this one q: sum_f q_f^2 var_j(k_jf), each feature's spread over the keys (a pooled var(k)
+    # counts the features' means, which spread no q.k_j)
+    expected = (q * q * k.var(dim=0, unbiased=False)).sum().item()
+    assert f"var(q.k_j) = {result.dot_var:.3g}; keys whose features vary independently would give sum_f q_f^2 " \
+        f"var_j(k_jf) = {expected:.3g} (the video's d_k var(q) var(k) = " in out
     assert f"scaled: var(s_ij) = var(q.k_j) / d_k = {result.score_var:.3g} (unit-variance q and k: 16 unscaled" in out
     document = json_document(REGISTRY["qkv"], result)
     assert document["schema"] == "minitf.qkv/4" and document["dot_var"] == pytest.approx(result.dot_var)
@@ -99,7 +100,7 @@ def test_norm_none_ln_refuses_with_the_fix_and_resid_says_there_is_no_norm():
                                         r":set norm=layernorm \(or rmsnorm\) builds a model with one$"):
         run(session, ":ln")
     out = plain(run(session, ":resid"), width=200)
-    assert "norm=none: Id is the identity, so h <- h + f(Id(h)) is h <- h + f(h)" in out
+    assert "norm=none: h <- h + f(h)" in out and "Id(h)" not in out  # no norm to write, not an identity one
     assert "every sublayer read the stream itself" in out
     assert "eps under the norm's square root" not in out and "works one of these norms out" not in out  # it has none
     assert "the norm takes the stream's scale away" in plain(run(tiny(), ":resid"), width=200)  # LN still says so

@@ -169,20 +169,23 @@ def render_grad(result: GradResult, console: Console) -> None:
     say(console, f"dL/dz_t = (softmax(z_t) - onehot(y_t)) / N {where} (N = {n}): |dL/dz| = "
                  f"{result.logits:.4f}; autograd's dL/dz agrees to {result.softmax_diff:.0e} "
                  f"({rounding(result.softmax_diff, [])})")
-    update = stream_update(norm, pre, result.residual)
+    # norm=none: the formula names no norm (f(Id(h)) spoke of one the model has not got), as its kind declares
+    update = (stream_update(norm, pre, result.residual) if result.normalised else
+              "h + f(h)" if result.residual else "f(h)")
     if not result.residual:
         note(console, f"residual=off, h' = {update}: no add, so no skip path: dL/dh = J^T g' alone, and every gradient "
                       "must pass through every sublayer on its way down")
     elif pre:
-        note(console, f"pre-norm, h' = {update}: so dL/dh = g' + J^T g'. The add hands g' = dL/dh' down "
+        placed = "pre-norm" if result.normalised else "no norm (norm=none)"
+        note(console, f"{placed}, h' = {update}: so dL/dh = g' + J^T g'. The add hands g' = dL/dh' down "
                       "the skip path untouched, and J^T g' comes back through the sublayer and adds to it")
     elif not result.normalised:  # norm=none: the identity after the add, whose Jacobian is the identity too
-        note(console, f"post-norm with no norm (norm=none), h' = {update} = h + f(h): so g_s = g' goes down the skip "
+        note(console, f"post-norm with no norm (norm=none), h' = {update}: so g_s = g' goes down the skip "
                       "path untouched, and dL/dh = g_s + J_f^T g_s")
     else:
         note(console, f"post-norm, h' = {update}: so g_s = J_{norm}^T g' first (the norm is on the skip path "
                       "too, and rescales it), then dL/dh = g_s + J_f^T g_s")
-    head_path = f"the output head and {norm}_f" if pre else "the output head"
+    head_path = f"the output head and {norm}_f" if pre and result.normalised else "the output head"
     g, top, embed = fmt.gradient, fmt.gradient(result.top), fmt.gradient(result.embed)
     rows = [[Text("top", style="cyan"), "", "", "", "", "", top]]
     labelled = None
@@ -321,7 +324,8 @@ def _parameters(result: GradResult, console: Console) -> None:
                           f"of a query's scores, and softmax ignores a shift{moved}")
     head, read = fmt.gradient(result.head), fmt.gradient(result.embedding)
     # x_f said once: what the head reads, the final norm's output in pre-norm, the last block's in post-norm (no LN_f)
-    x_f = f"x_f = {result.norm_label}_f(h_L)" if result.placement == "pre" else "x_f = h_L"
+    # and under norm=none (no norm)
+    x_f = f"x_f = {result.norm_label}_f(h_L)" if result.placement == "pre" and result.normalised else "x_f = h_L"
     if result.tied:
         note(console, f"W_E is tied: as the output head it receives dz^T x_f ({x_f}, what the head reads; |.| = "
                       f"{head}), at the input each read token's row receives dL/dx where it was read (|.| = {read}); "

@@ -25,6 +25,7 @@ from rich.text import Text
 
 from ..core.config import GenConfig
 from ..core.errors import UserError
+from ..core.variants import norm_kind
 from ..core.words import count, quoted_end
 from ..palette import FOLDED_PLURALS, clusters, columns, folded, piece_cell, quoted, terminal_safe, visible
 from ..registry import Param, clip, param_from_setting
@@ -442,6 +443,9 @@ class LensResult:
     reads_back: str | None = None
     chosen: bool = field(default=False, metadata={"view_only": True})  # target= named the target: not the truth
     untrained: bool = False  # the model has not trained a step: every layer's guesses are noise
+    # the final norm normalises, as its kind declares (core.variants.NormKind.normalises); norm=none: the head reads
+    # the stream itself, and the header names no ln_f
+    normalised: bool = field(default=True, metadata={"view_only": True})
 
 
 LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch has loaded (a test keeps them equal)
@@ -494,7 +498,8 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
               and int(first.top_ids[-1][0]) == ids[-1])
     return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post",
                       ablations=switched_off(session), unit=data.tokenizer.unit, reads_back=last if echoed else None,
-                      chosen=args["target"] is not None, untrained=session.untrained)
+                      chosen=args["target"] is not None, untrained=session.untrained,
+                      normalised=norm_kind(session.model_config).normalises)
 
 
 @render.register(LensResult)
@@ -504,7 +509,8 @@ def render_lens(result: LensResult, console: Console) -> None:
     say(console, f"logit lens at the last position of {quoted_end(result.prompt, 40)}{target}", "bold")
     where = {"end": "", "mid": " (.mid: after its attention, before its FFN)",
              "both": " (.mid: after its attention; then after its FFN)"}[result.at]
-    read = ("softmax(lm_head(h)) (post-norm: every block's output is normalised already, there is no ln_f)"
+    read = ("softmax(lm_head(h)) (norm=none: no norm anywhere, there is no ln_f)" if not result.normalised else
+            "softmax(lm_head(h)) (post-norm: every block's output is normalised already, there is no ln_f)"
             if result.post_norm else "softmax(lm_head(ln_f(h)))")
     note(console, f"each layer's residual stream{where} read as if the model ended there: {read}")
     most = max((len(r.guesses) for r in result.rows), default=0)
@@ -790,6 +796,9 @@ def render_score(result: ScoreResult, console: Console) -> None:
         note(console, f"positions {runs} not shown ({n - len(rows)} of {n}: the first {SCORE_FIRST}, the last "
                       f"{SCORE_LAST}{also} are; the loss above counts them all); "
                       f"{cmd('score', 'TEXT', all=True)} shows every one")
+    elif result.show_all and n <= SCORE_FIRST + SCORE_LAST:  # all=on asked, and it changed nothing: say why
+        note(console, f"all=on changes nothing here: a text of at most {SCORE_FIRST + SCORE_LAST} positions shows "
+                      "every one anyway")
     if result.counting:
         note(console, result.counting)
     if result.counter_losses is not None:

@@ -65,6 +65,9 @@ class ConfigResult:
     # `minitf --data /nonexistent config` showed the setting without a word)
     problems: list[str] = field(default_factory=list)
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate now (the settings are unchanged)
+    # {setting: "norm=none"}: the model settings this model reads nothing of now, and the setting that leaves them
+    # unread (ModelConfig.unread and the norm's declared kind), marked in the table as :set warns when one is set
+    unread: dict = field(default_factory=dict, metadata={"view_only": True})
 
 
 @command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=6)
@@ -96,7 +99,20 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
         threads=session.shell_config.threads,
         problems=problems,
         ablations=switched_off(session),
+        unread=unread_settings(session.model_config),
     )
+
+
+def unread_settings(config: ModelConfig) -> dict[str, str]:
+    """{setting: "the=value"} for the model settings `config` reads nothing of now, "the=value" the setting that
+    leaves each unread: ModelConfig.unread's, and under a norm whose kind declares it no normalisation (norm=none)
+    the norm's own settings, which an identity has none of."""
+    from ..core.variants import norm_kind
+
+    because = dict(config.unread())
+    if not norm_kind(config).normalises:
+        because.update(norm_placement="norm", norm_eps="norm", norm_gain="norm")
+    return {name: f"{setting}={setting_text(getattr(config, setting))}" for name, setting in because.items()}
 
 
 def device_problem(name: str) -> str | None:
@@ -131,8 +147,10 @@ def from_recipe(session: Session) -> list[str]:
 @render.register(ConfigResult)
 def render_config(result: ConfigResult, console: Console) -> None:
     model = result.model if result.model.get("vocab_size") is not None else {**result.model, "vocab_size": "-"}
-    console.print(settings_table("model", model, {"vocab_size": "data not read yet"} if model is not result.model
-                                 else None))
+    marks = {name: f"unread: {because}" for name, because in result.unread.items()}
+    if model is not result.model:
+        marks["vocab_size"] = "data not read yet"
+    console.print(settings_table("model", model, marks or None))
     console.print()
     console.print(settings_table("training", result.train, {k: "recipe" for k in result.from_recipe}))
     console.print()
@@ -384,7 +402,7 @@ def _head_size_elsewhere(session: Session | None = None) -> str:
     rule = (f"the head size is d_k = d_model / n_heads (as {named('shapes')} and {named('qkv')} call it), made by "
             "those two: a head size of K is n_heads=d_model/K where K divides d_model, or d_model=K x n_heads")
     if config is None:  # parsed before any session is at hand: the rule, and where it is worked out for the model
-        return f"{rule}; {cmd('set', 'head_size')} works it out for the model's settings"
+        return f"{rule}; {cmd('help', 'head_size')} works it out for the model's settings"
     d_model, n_heads = config.d_model, config.n_heads
     # the example is another size than the model's own (at d_model 64, n_heads 4 it offered the settings in force)
     size = HEAD_SIZE if d_model // n_heads != HEAD_SIZE else 2 * HEAD_SIZE

@@ -269,7 +269,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=24, elsewhere=ACCUMULATION_ELSEWHERE)  # fmt: skip
+], json_version=25, elsewhere=ACCUMULATION_ELSEWHERE)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -583,9 +583,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             unseen = written.replaced_unseen if save_as is not None else None
             moved, files, dropped = written.moved_aside, written.moved_files, written.dropped
         except UserError as e:
-            from ..dispatch import phrase  # the way on in this front end's words (--checkpoint-dir DIR from the shell)
+            # the core's way on in this front end's words, as dispatch.phrase words a command's error (not called
+            # here: dispatch imports the commands): --checkpoint-dir DIR from the shell, :set checkpoint_dir=DIR
+            from ..core.checkpoint.layout import ANOTHER_DIR
 
-            save_error = phrase(e, syntax())
+            way = ("run it with another checkpoint folder (--checkpoint-dir DIR)" if syntax() == SHELL
+                   else f"choose another folder: {cmd('set', checkpoint_dir='DIR')}")
+            save_error = str(e).replace(ANOTHER_DIR, way)
     from ..core.device import cpu_kind
 
     result = TrainResult.from_run(
@@ -1232,7 +1236,9 @@ PLOT_TITLES = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient nor
                "copying": "the loss on random tokens (first copy) and on the same tokens again (repeat)",
                "induction": "the induction score of the heads that score highest at the end",
                "context": "the val loss of each band of positions in the window (position i reads i + 1 tokens)"}
-LOSS_GLYPHS = {"train": ("•", "cyan"), "val": ("×", "magenta")}  # the curves of a loss chart
+# the curves of a loss chart; with dropout on, the eval-mode train loss too, the one to compare with val (the dots
+# alone were the one-batch loss with units dropped, "train" above val)
+LOSS_GLYPHS = {"train": ("•", "cyan"), "train (eval mode)": ("◦", "blue"), "val": ("×", "magenta")}
 
 
 @dataclass
@@ -1280,13 +1286,15 @@ def plot_levels(counters: list[tuple[int, float]]) -> list[PlotLevel]:
 def history_series(history: list[dict], what: str = "loss") -> list[PlotSeries]:
     """The curves of a training history: train and validation loss, or one per-step value."""
     if what == "loss":
-        train, val = [], []  # one walk: a long run's History makes each row as it is read
+        train, evaluated, val = [], [], []  # one walk: a long run's History makes each row as it is read
         for h in history:
             if h.get("train_loss") is not None:
                 train.append((h["step"], h["train_loss"]))
+            if h.get("train_eval_loss") is not None:  # dropout on: the train split scored as val is
+                evaluated.append((h["step"], h["train_eval_loss"]))
             if h.get("val_loss") is not None:
                 val.append((h["step"], h["val_loss"]))
-        pairs = {"train": train, "val": val}
+        pairs = {"train": train, "train (eval mode)": evaluated, "val": val}
     else:
         pairs = {what: [(h["step"], h[what]) for h in history if h.get(what) is not None]}
     return [PlotSeries(name, [int(s) for s, _ in rows], [float(v) for _, v in rows])
@@ -1308,7 +1316,8 @@ def block_grad_series(frames: list[WatchFrame]) -> list[PlotSeries]:
     rows: dict[int, list[tuple[int, float]]] = {}
     for frame in frames:
         for g in frame.grads:
-            rows.setdefault(g.block, []).append((frame.step, math.hypot(g.attention, g.ffn)))
+            # a block without an FFN (ffn=off) has attention's alone (g.ffn None: no FFN, not one of gradient 0)
+            rows.setdefault(g.block, []).append((frame.step, math.hypot(g.attention, g.ffn or 0.0)))
     return [PlotSeries(f"block {b}", [s for s, _ in rows[b]], [v for _, v in rows[b]]) for b in sorted(rows)]
 
 

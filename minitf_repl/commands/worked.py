@@ -172,14 +172,15 @@ def _score_spread(q: list[float], keys: list[list[float]], dots: list[float], at
     One query's figure, not the whole layer's: the spread of this row's scores is what makes this row's softmax
     soft or peaked, the row the table shows, and it needs no second pass over every query and head."""
     read = at + 1 if causal else len(dots)
-
-    def var(values: list[float]) -> float:  # the population variance: over all of them, none held out
-        mean = sum(values) / len(values)
-        return sum((x - mean) ** 2 for x in values) / len(values)
-
-    dot_var = var(dots[:read])
-    return {"q_var": var(q), "k_var": var([x for key in keys[:read] for x in key]), "dot_var": dot_var,
+    dot_var = _variance(dots[:read])
+    return {"q_var": _variance(q), "k_var": _variance([x for key in keys[:read] for x in key]), "dot_var": dot_var,
             "score_var": dot_var / len(q)}
+
+
+def _variance(values: list[float]) -> float:
+    """The population variance: over all of them, none held out."""
+    mean = sum(values) / len(values)
+    return sum((x - mean) ** 2 for x in values) / len(values)
 
 
 def _around(tokenizer, ids: list[int], at: int, cut_before: bool = False) -> str:
@@ -280,12 +281,15 @@ def render_qkv(result: QkvResult, console: Console) -> None:
         # wraps between a name and its number
         note(console, f"the spread over these {read} keys: var(q_i) = {result.q_var:.3g}, var(k) = {result.k_var:.3g}, "
                       f"d_k = {d_k}")
-        # for this one q, keys of independent features of variance var(k) give |q_i|^2 var(k); the video's d_k var(q)
-        # var(k) is that for a q of zero-mean features, which a trained q is not (its mean moved the reference)
-        q_squared = sum(x * x for x in result.q)
-        note(console, f"var(q.k_j) = {result.dot_var:.3g}; keys of independent features would give |q_i|^2 var(k) = "
-                      f"{q_squared * result.k_var:.3g} (d_k var(q) var(k) = {d_k * result.q_var * result.k_var:.3g} "
-                      "for zero-mean q)")
+        # for this one q, keys whose features vary independently give sum_f q_f^2 var_j(k_jf): each feature's spread
+        # over the keys, not var(k)'s pooled one, whose features' means (b^K among them) are the same for every key
+        # and spread no q.k_j (a pooled reference read 4x the measured spread on a fresh model); the video's d_k var(q)
+        # var(k) is for random q and k of zero-mean, unit-variance features
+        keys = result.keys[:read]
+        expected = sum(q * q * _variance([key[f] for key in keys]) for f, q in enumerate(result.q))
+        note(console, f"var(q.k_j) = {result.dot_var:.3g}; keys whose features vary independently would give "
+                      f"sum_f q_f^2 var_j(k_jf) = {expected:.3g} (the video's d_k var(q) var(k) = "
+                      f"{d_k * result.q_var * result.k_var:.3g}, for random zero-mean q and k)")
         note(console, f"scaled: var(s_ij) = var(q.k_j) / d_k = {result.score_var:.3g} (unit-variance q and k: {d_k} "
                       f"unscaled, 1 scaled)")
     say(console, f"o_i = sum_j a_ij v_j: {d_k} numbers, |o_i| = {_norm(result.out):.3f}; this head's {d_k} of the "
@@ -519,10 +523,9 @@ def render_resid(result: ResidResult, console: Console) -> None:
     if not result.ffn:
         note(console, f"ffn=off: each block is attention alone, one write a block; {cmd('set', ffn='on')} builds "
                       "blocks with the FFN after it (a new model)")
-    if not result.normalised:  # the columns still read Id's numbers: it divides by 1 and hands on what it read
-        note(console, f"norm=none: {norm} is the identity, so h <- {update} is h <- {'h + ' * result.residual}f(h) "
-                      f"for f = {sublayers}: no norm anywhere, each sublayer and the head read the stream "
-                      "as it is")
+    if not result.normalised:  # the kind declares no norm: the formula and columns name none (no "Id", no "1")
+        note(console, f"norm=none: h <- {'h + ' * result.residual}f(h) for f = {sublayers}: no norm anywhere, each "
+                      "sublayer and the output head read the stream as it is")
     elif not result.residual:
         note(console, f"residual=off: h <- {update} for f = {sublayers}: each sublayer's output replaces "
                       "the stream, nothing of h passes it but what f makes of it")
@@ -539,8 +542,13 @@ def render_resid(result: ResidResult, console: Console) -> None:
     note(console, ";  ".join(parts))
     what = "h" if pre else "h + f(h)" if result.residual else "f(h)"  # post-norm reads the add (no add: f alone)
     divisor = result.norm_scale
-    note(console, f"mean: of the {what} that {norm} reads, over its d = {result.d_model} features; {divisor}: what "
-                  f"{norm} divides it by; |{norm}|: the size of what it hands on; |f|: the size of the sublayer's write")
+    if result.normalised:
+        note(console, f"mean: of the {what} that {norm} reads, over its d = {result.d_model} features; {divisor}: "
+                      f"what {norm} divides it by; |{norm}|: the size of what it hands on; |f|: the size of the "
+                      "sublayer's write")
+    else:  # the identity divides by 1 and hands on |h|: columns of 1.000 and of |h| again said nothing
+        note(console, f"mean: of the {what} each sublayer reads, over its d = {result.d_model} features; |f|: the "
+                      "size of the sublayer's write")
 
     def spread(r: NormRead) -> str:
         return "?" if r.scale is None else f"{r.scale:.3f}"
@@ -553,11 +561,14 @@ def render_resid(result: ResidResult, console: Console) -> None:
                      Text(f"{w.cos:+.2f}", style="green" if w.cos > 0.3 else "red" if w.cos < -0.3 else ""),
                      f"{w.after:.2f}"])
         labelled = w.block
-    if result.final is not None:
+    if result.final is not None and result.normalised:  # norm=none: no final norm, the head reads h_L itself
         r = result.final
         rows.append([Text("final", style="cyan"), f"{norm}_f", f"{r.size_in:.2f}", f"{r.mean:+.3f}",
                      spread(r), f"{r.size_out:.2f}", "", "", "", ""])
     names = ["block", "f", "|h|", "mean", divisor, f"|{norm}|", "|f|", "|f|/|h|", "cos(f, h)", "|h| after"]
+    if not result.normalised:  # no norm: nothing divides, nothing is handed on but h itself
+        kept = [k for k, name in enumerate(names) if name not in (divisor, f"|{norm}|")]
+        names, rows = [names[k] for k in kept], [[row[k] for k in kept] for row in rows]
     # 40-odd columns: what the norm hands on goes (the note under the table gives its range), then the cosine
     table = fitting_table(console, names, rows, left=("block", "f"),
                           optional=("|f|/|h|", "mean", "|h| after", f"|{norm}|", "cos(f, h)"))
@@ -592,7 +603,10 @@ def render_resid(result: ResidResult, console: Console) -> None:
         note(console, "each add is normalised at once, so |h| after every sublayer is the norm's output size")
     if result.final is not None:
         head = "W_U = W_E: the head is tied" if result.tied else "W_U: the head's own matrix, tie_embeddings=off"
-        note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T ({head})")
+        if result.normalised:
+            note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T ({head})")
+        else:
+            note(console, f"final: no norm, the output head reads h_L itself: logits = h_L W_U^T ({head})")
     # each line on the same text and position, which a bare `:ln` or `:attrib` read elsewhere (the data's sample)
     prompt = (typeable_prompt(result.prompt) if result.retyped else None) or "PROMPT"
     last = result.at == len(result.tokens) - 1
@@ -821,6 +835,9 @@ class FfnResult:
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
     untrained: bool = False  # no training here nor weights from elsewhere: its units are random
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    # the final norm normalises, as its kind declares (core.variants.NormKind.normalises); norm=none: the head reads
+    # the stream itself, and the tokens' note speaks of no norm
+    normalised: bool = field(default=True, metadata={"view_only": True})
 
 
 @command("ffn", "The feed-forward at one position as a sum of its hidden units' writes: which fire, how much each "
@@ -867,7 +884,8 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
                      negative=found.negative, lowest=found.lowest, total_write=found.total_write,
                      out_size=found.out_size, units=units, out_diff=found.out_diff, out_bias=found.out_bias,
                      no_tokens=found.no_tokens, dropped=dropped, unit=session.data.tokenizer.unit,
-                     untrained=session.untrained, ablations=switched_off(session))
+                     untrained=session.untrained, ablations=switched_off(session),
+                     normalised=norm_kind(session.model_config).normalises)
 
 
 @render.register(FfnResult)
@@ -915,8 +933,9 @@ def render_ffn(result: FfnResult, console: Console) -> None:
         note(console, f"share: the unit's |u_n v_n| as a part of sum_n |u_n v_n| over all {result.width} units")
     if tied:  # said where the width left the tokens' columns out too (the caption names them): what they would show
         tokens = "raises/lowers" if "lowers" in shown or "raises the logit of" not in shown else "raises"
-        note(console, f"{tokens}: the logits each write moves most, read through the final norm frozen at this input "
-                      f"(as {cmd('attrib')} reads a part)")
+        through = "the final norm frozen at this input" if result.normalised else "the output head (no final norm)"
+        note(console, f"{tokens}: the logits each write moves most, read through {through} (as {cmd('attrib')} "
+                      "reads a part)")
     elif result.no_tokens:
         note(console, f"{result.no_tokens}: no tokens are shown")
     note(console, f"checked: {rebuilt} agrees with the block's FFN output to {result.out_diff:.0e}")

@@ -537,9 +537,10 @@ def _which_norm(model: nn.Module, which: str, layer: int) -> tuple[nn.Module, st
                         f"{'after' if post else 'before'} it; choose which=ln_1, or ffn=on (a new model)",
                         fix={"ffn": True})
     if which == "ln_f":
-        if post:
-            raise UserError("a post-norm model has no final norm (each block's ln_2 normalises its output already); "
-                            "choose which=ln_1 or which=ln_2")
+        if post:  # the block says which norm ends it: ln_2 after its FFN, ln_1 where it has none (ffn=off)
+            last, choose = ("ln_2", "which=ln_1 or which=ln_2") if block.ln_2 is not None else ("ln_1", "which=ln_1")
+            raise UserError(f"a post-norm model has no final norm (each block's {last} normalises its output already); "
+                            f"choose {choose}")
         return model.ln_f, "the stream after the last block", "the output head: logits = ln_f(h) W_U^T"
     add = "h + " if residual else ""
     first = which == "ln_1"

@@ -107,7 +107,7 @@ class LensGuess:
 class BlockGradient:
     block: int  # the block (the rows run from the last block down)
     attention: float  # |dL/dW| of the block's attention weights
-    ffn: float  # |dL/dW| of its feed-forward part
+    ffn: float | None  # |dL/dW| of its feed-forward part (None: a block without one, ffn=off)
     below: float  # |dL/dh| of the stream the block read: the gradient it hands down
 
 
@@ -226,7 +226,9 @@ class Watcher:
 
             done = backprop(model, self.ids, self.counted, check=False)
             frame.top = done.top
-            frame.grads = [BlockGradient(b, attention, ffn, below) for b, attention, ffn, below in per_block(done)]
+            # ffn=off: no FFN, not an FFN that got no gradient (a 0.0000 read as the latter)
+            frame.grads = [BlockGradient(b, attention, ffn if model.blocks[b].ffn is not None else None, below)
+                           for b, attention, ffn, below in per_block(done)]
         else:
             from .bpe import decode_after
             from .config import GenConfig

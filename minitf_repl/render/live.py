@@ -78,7 +78,7 @@ LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
 IN_DTYPE = {"train_loss": "in bfloat16", "val_loss": "in float32", "train_eval_loss": "in float32"}
 # The train loss's words where the table has the train (eval mode) column: its batch was read with dropout on, so it
 # stands above what the weights score, and above val ("train 2.1696, val 2.0079" read as no overfitting at all)
-DROPOUT_TRAIN_WORDS = "with dropout on (above the eval-mode loss)"
+DROPOUT_TRAIN_WORDS = "with dropout on (usually above the eval-mode loss)"
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 

@@ -162,11 +162,13 @@ def watch_view(frame, width: int, as_text: bool, height: int | None = None, scre
     if frame.grads:
         table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
         table.add_column("block", style="cyan", no_wrap=True)
-        for name in ("attention |dL/dW|", "FFN |dL/dW|", "|dL/dh| below"):  # narrow: each on two lines, not cut
+        ffn = has_ffn(frame.grads)  # ffn=off: no FFN column, not one of 0.0000s read as an FFN that learns nothing
+        for name in ("attention |dL/dW|", *(["FFN |dL/dW|"] if ffn else []), "|dL/dh| below"):
+            # narrow: each on two lines, not cut
             table.add_column(name if width >= NARROW else name.replace(" ", "\n"), justify="right", no_wrap=True)
-        add_row(table, "top", "", "", fmt.gradient(frame.top))
+        add_row(table, "top", "", *([""] if ffn else []), fmt.gradient(frame.top))
         for row in frame.grads:
-            add_row(table, str(row.block), fmt.gradient(row.attention), fmt.gradient(row.ffn),
+            add_row(table, str(row.block), fmt.gradient(row.attention), *([ffn_gradient(row)] if ffn else []),
                     fmt.gradient(row.below))
         return Group(title, table)
     if frame.heads:
@@ -183,6 +185,16 @@ def watch_view(frame, width: int, as_text: bool, height: int | None = None, scre
     text = Text(terminal_safe(frame.prompt), style="bold")
     text.append(terminal_safe(frame.sample or ""))
     return Group(title, Words(text))
+
+
+def has_ffn(grads) -> bool:
+    """Whether any block of a grad frame has an FFN (ffn=off: none has, and the frame shows no FFN column)."""
+    return any(g.ffn is not None for g in grads)
+
+
+def ffn_gradient(g) -> str:
+    """A grad row's FFN |dL/dW|; "-" for a block without an FFN."""
+    return "-" if g.ffn is None else fmt.gradient(g.ffn)
 
 
 def heads_tables(heads, width: int) -> list[Table]:
