@@ -7,8 +7,7 @@ import types
 from pathlib import Path
 
 import pytest
-import rich.console
-import rich.jupyter
+from test_sweep_bp_notebook import CODE_MD, TINY, jupyter, lab  # noqa: F401 (the fixtures, shared)
 
 from minitf_repl import repl
 from minitf_repl.commands import REGISTRY
@@ -16,24 +15,6 @@ from minitf_repl.core.errors import UserError
 from minitf_repl.render.words import is_a_terminal, say
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE_MD = (ROOT / "docs" / "code.md").read_text("utf-8")
-TINY = {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32}
-
-
-@pytest.fixture
-def jupyter(monkeypatch):
-    """Rich believing it runs in a notebook (no ipykernel here): what any console that does not opt out displays."""
-    shown = []
-    monkeypatch.setattr(rich.console, "_is_jupyter", lambda: True)
-    monkeypatch.setattr(rich.jupyter, "display", lambda segments, text: shown.append(text))
-    return shown
-
-
-@pytest.fixture
-def lab(tmp_path, jupyter):
-    from minitf_repl import Lab
-
-    return Lab(data="sort:4", settings=TINY, checkpoint_dir=tmp_path / "ck")
 
 
 @pytest.fixture
