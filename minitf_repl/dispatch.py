@@ -536,7 +536,7 @@ class FrontDoor:
                         self._close(reporter)  # the progress bar on stderr goes before the document comes
                         print(json.dumps(json_document(command, result), default=str), flush=True)
                     else:
-                        reporter.finish(result)
+                        self.show(reporter, result)
                 except BrokenPipeError:
                     raise
                 except OSError as e:  # only output happens here (print() of the JSON document)
@@ -646,6 +646,11 @@ class FrontDoor:
         self.reader_left = True
         if self.running is not None:
             self.running.request_stop()
+
+    def show(self, reporter, result) -> None:
+        """Show a command's result, through the reporter its run had: a front end that keeps the result (notebook.Lab's,
+        which also draws it a second time in colour) extends this."""
+        reporter.finish(result)
 
     def _reporter(self):
         if self.front.quiet:

@@ -100,25 +100,17 @@ class _Door(FrontDoor):
         self.command, self.result, self.coloured = command, None, False
         return super().run(command, args, meant)
 
-    def _reporter(self):
-        # the result reaches the front end only through the reporter's finish(result), which renders it
-        reporter = super()._reporter()
-        finish = reporter.finish
-
-        def keep(result) -> None:
-            self.result = result
-            # the view whole from its result: not where its text was streamed as it ran (:gen), nor after anything else
-            # the line showed; those keep the HTML of the text recording
-            whole = not getattr(reporter, "streamed", False) and not self.out.export_text(clear=False)
-            finish(result)
-            if whole and self.colour is not None:
-                # as finish shows a result on out, which is never the progress console here (RichReporter.finish)
-                if not text_apart(result, self.colour):
-                    render(result, self.colour)
-                self.coloured = True
-
-        reporter.finish = keep
-        return reporter
+    def show(self, reporter, result) -> None:
+        self.result = result
+        # the view whole from its result: not where its text was streamed as it ran (:gen), nor after anything else
+        # the line showed; those keep the HTML of the text recording
+        whole = not getattr(reporter, "streamed", False) and not self.out.export_text(clear=False)
+        super().show(reporter, result)
+        if whole and self.colour is not None:
+            # as finish shows a result on out, which is never the progress console here (RichReporter.finish)
+            if not text_apart(result, self.colour):
+                render(result, self.colour)
+            self.coloured = True
 
 
 def _refuse_a_shape(settings: dict) -> None:

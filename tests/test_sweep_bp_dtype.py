@@ -47,8 +47,10 @@ def test_ls_says_the_dtype_each_checkpoint_trained_in_where_the_folder_holds_bot
     saved("f32", "float32")
     result = run(tiny_session(), ":ls")
     # was: step, val loss, data, size and date alike for both; only `load --json` had trained_dtype
-    assert {k: result.trained_dtypes[k] for k in ("bf", "f32")} == {"bf": "bfloat16", "f32": "float32"}
-    assert json_document(REGISTRY["ls"], result)["trained_dtypes"]["bf"] == "bfloat16"
+    dtypes = {row.name: row.trained_dtype for row in result.rows}
+    assert {k: dtypes[k] for k in ("bf", "f32")} == {"bf": "bfloat16", "f32": "float32"}
+    listed = {row["name"]: row for row in json_document(REGISTRY["ls"], result)["rows"]}
+    assert listed["bf"]["trained_dtype"] == "bfloat16"
     lines = {line.split()[1]: line for line in text_of(result, width=120).splitlines() if line.startswith("│")}
     assert "dtype" in text_of(result, width=120) and "bfloat16" in lines["bf"] and "float32" in lines["f32"]
     assert "trained in bfloat16" in plain(result, width=40)  # one checkpoint a line where the table does not fit
@@ -57,7 +59,7 @@ def test_ls_says_the_dtype_each_checkpoint_trained_in_where_the_folder_holds_bot
 def test_ls_of_one_dtype_keeps_its_columns_and_reads_no_torch():
     saved("a", "float32")
     result = run(tiny_session(), ":ls")
-    assert result.trained_dtypes["a"] == "float32" and "dtype" not in text_of(result, width=120)
+    assert result.rows[0].trained_dtype == "float32" and "dtype" not in text_of(result, width=120)
     from minitf_repl.session import Session
 
     code = ("import sys\n"
@@ -67,7 +69,7 @@ def test_ls_of_one_dtype_keeps_its_columns_and_reads_no_torch():
             "from minitf_repl.session import Session\n"
             f"s = Session(); s.checkpoint_dir = {str(Session().checkpoint_dir)!r}\n"
             "cmd, args = parse_line(':ls', REGISTRY)\n"
-            "assert run_command(s, cmd.name, args).trained_dtypes['a'] == 'float32'\n"
+            "assert run_command(s, cmd.name, args).rows[0].trained_dtype == 'float32'\n"
             "assert 'torch' not in sys.modules, 'torch imported by :ls'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

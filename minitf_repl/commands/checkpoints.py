@@ -968,9 +968,6 @@ class LsResult:
     # the autosave slots (autosave-1 ..) that a checkpoint not written by an autosave holds: rotation steps over them,
     # so fewer runs stay loadable, and in the list they looked like the runs before
     pinned: list[str] = field(default_factory=list)
-    # {name: the dtype its latest step ran in (float32, bfloat16)} of the rows whose manifest records it: dtype=auto
-    # trains in bfloat16 on a CPU with bfloat16 units, in float32 elsewhere, and their checkpoints listed alike
-    trained_dtypes: dict[str, str] = field(default_factory=dict)
     # why a folder given that does not exist holds none, and the folder of a near name that holds some (layout's
     # missing_folder); None where it exists or is the default one before any save
     missing: str | None = field(default=None, metadata={"view_only": True})
@@ -983,7 +980,7 @@ LS_SHOWN = 40
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",),
          params=[Param("all", bool, default=False, help=f"list every checkpoint, not the newest {LS_SHOWN}")],
-         json_version=8)  # fmt: skip
+         json_version=9)  # fmt: skip
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from ..core.checkpoint import list_checkpoints, misnamed
 
@@ -992,30 +989,7 @@ def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     rows = list_checkpoints(session.checkpoint_dir)
     return LsResult(rows=rows, directory=str(session.checkpoint_dir), misnamed=misnamed(session.checkpoint_dir),
                     all=bool(args["all"]), pinned=pinned_slots(rows, session.checkpoint_dir),
-                    trained_dtypes=trained_dtypes(rows, session.checkpoint_dir),
                     missing=missing_folder(session.checkpoint_dir) if not rows else None)
-
-
-def trained_dtypes(rows: list[CheckpointInfo], directory) -> dict[str, str]:
-    """{name: trained_dtype} of the rows that read, from their manifests (torch-free, as the listing). A manifest
-    that changed since its row was read (another session saved over it meanwhile) is not taken: its dtype would be
-    another checkpoint's. CheckpointInfo does not carry it, so each manifest is read a second time here."""
-    from pathlib import Path
-
-    from ..core.checkpoint.reads import read_manifest
-
-    found = {}
-    for row in rows:
-        if row.error is not None:
-            continue
-        try:
-            manifest, _ = read_manifest(Path(directory).expanduser() / row.name, exact=False)
-        except (CheckpointError, OSError):
-            continue
-        t = manifest["trainer"]
-        if t["step"] == row.step and manifest.get("saved_at") == row.saved_at and t.get("trained_dtype"):
-            found[row.name] = t["trained_dtype"]
-    return found
 
 
 def pinned_slots(rows: list[CheckpointInfo], directory) -> list[str]:
@@ -1060,7 +1034,7 @@ def render_ls(result: LsResult, console: Console) -> None:
     listed = result.rows if result.all else result.rows[:LS_SHOWN]  # newest first: the newest are listed
     # the dtype column where the listed checkpoints trained in both: their losses differ by rounding (about 0.01), and
     # a float32 run beside a bfloat16 one read as the better settings; a folder of one dtype keeps its columns
-    dtypes = {result.trained_dtypes.get(row.name) for row in listed if row.error is None} - {None}
+    dtypes = {row.trained_dtype for row in listed if row.error is None} - {None}
     mixed = len(dtypes) > 1
     rows = []
     for row in listed:
@@ -1074,7 +1048,7 @@ def render_ls(result: LsResult, console: Console) -> None:
             stopped = f" ({row.steps_left:,} to go)" if row.steps_left else ""  # :train after :load goes on with them
             rows.append((row.name, fmt.whole(row.step) + stopped, fmt.num(row.val_loss) + measured,
                          row.data_spec or "-", fmt.size(row.size_bytes), saved)
-                        + ((result.trained_dtypes.get(row.name, "-"),) if mixed else ()))
+                        + ((row.trained_dtype or "-",) if mixed else ()))
     headers = ("name", "step", "val loss", "data", "size", "saved") + (("dtype",) if mixed else ())
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     if sum(widths) + 3 * len(widths) + 1 <= console.width:

@@ -135,6 +135,9 @@ class CheckpointInfo:
     # who wrote it (ORIGINS: "save", "autosave", "kept"); None: a checkpoint of before it was recorded, or unreadable.
     # Rotation moves only autosaves, so one saved by name in an autosave slot holds that slot
     origin: str | None = None
+    # the dtype its latest step ran in (float32, bfloat16): dtype=auto trains in bfloat16 on a CPU with bfloat16 units
+    # and in float32 elsewhere, and the two kinds listed alike; None: not recorded (an older minitf), or unreadable
+    trained_dtype: str | None = None
 
 
 def steps_left(trainer: dict) -> int:

@@ -161,6 +161,7 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
         # that came later (norm_eps, residual, causal, ...), and `ls --json` gave a script a map without them
         saved_at=saved_at if isinstance(saved_at, str) else None, model_config=config.to_dict(),
         origin=(manifest.get("origin") or {}).get("kind"),  # checked by the manifest's values: one of ORIGINS
+        trained_dtype=t.get("trained_dtype"),  # checked as well: float32, bfloat16 or absent
     )
 
 
