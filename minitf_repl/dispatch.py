@@ -501,6 +501,11 @@ class FrontDoor:
         line = f":{clip(stripped)}"  # the whole line: where it is wrong as a command, its own error says how
         if named.positional is None and not named.options:  # `quit now`: a command of no words at all (:quit
             line = f":{word}"  # refuses any text), the line cut to its name
+        elif "=" not in stripped and not reads_prose(named) and not self.runs_as_command(stripped):
+            # `train of thought is`, `help me write a poem`: prose whose first word names a command that reads none,
+            # and whose line as that command is refused; the hint was a line that fails. A line with a setting (`train
+            # stpes=5`) is still meant as the command: kept whole, its own error corrects it. (`gen hello` runs.)
+            return ""
         return f"; {AS_TEXT}; {line} runs it as a command"
 
     def run(self, command: Command, args: dict, meant: str = "") -> str:
