@@ -110,6 +110,16 @@ def float32_part(check) -> str:
             "(float32 rounds, the more the nearer the loss and its slope are to 0)")
 
 
+def training_part(t) -> str:
+    """Where :train runs its products in bfloat16, the gradient check's float32 backprop beside the backward :train
+    runs (core.backprop.TrainingPrecision), in words (:grad and :checks)."""
+    train = named("train")  # :train in the REPL, minitf train from the shell
+    return (f"that checks float32's backprop: on this device {train} runs its products in {t.dtype} (the dtype "
+            f"setting), and its backward on this text, under autocast as {train}'s, gives g.u = {t.backprop:+.6g}, "
+            f"{t.relative:.0e} off the measured slope, its whole gradient {t.gradient:.0e} from float32's (relative): "
+            f"{t.dtype} rounds to about 3 digits")
+
+
 @command("grad", "Backpropagation on one text: the loss's gradient down the residual stream, what each part's "
                  "weights receive, checked against a measured slope.", params=[
     Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
@@ -260,12 +270,7 @@ def render_grad(result: GradResult, console: Console) -> None:
                      f"g.u, run in float64, = {check.backprop_float64:+.6g}: they agree to {check.relative:.0e} "
                      f"(relative){float32_part(check)}")
         if result.training is not None:  # the check is float32's: said, where :train's own products are bfloat16's
-            t = result.training
-            train = named("train")  # :train in the REPL, minitf train from the shell
-            note(console, f"that checks float32's backprop: on this device {train} runs its products in {t.dtype} "
-                          f"(the dtype setting), and its backward on this text, under autocast as {train}'s, gives "
-                          f"g.u = {t.backprop:+.6g}, {t.relative:.0e} off the measured slope, its whole gradient "
-                          f"{t.gradient:.0e} from float32's (relative): {t.dtype} rounds to about 3 digits")
+            note(console, training_part(result.training))
     elif result.check_skipped:
         note(console, f"not checked against a measured slope: {result.check_skipped}")
     note(console, f"a step of {named('train')} moves each weight against its gradient (the optimizer decides how far); "

@@ -32,7 +32,7 @@ from .base import ablation_note, command, data_named, sample_window, switched_of
 from .shared import say_emulated, width_one_reads_nothing
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
-    from ..core.backprop import GradientCheck
+    from ..core.backprop import GradientCheck, TrainingPrecision
     from ..core.checks import BatchCheck, BlindCheck, CausalCheck, InitCheck, OverfitCheck, RowsCheck, Skipped
 
 FAMILY = "training"  # listed under :train's heading: what to check before a loss curve is read
@@ -55,6 +55,9 @@ class ChecksResult:
     causal: CausalCheck | None = None  # the causal check (None: not asked, or a stop came first)
     rows: RowsCheck | None = None  # the rows check (None: not asked, or a stop came first)
     gradient: GradientCheck | None = None  # the gradient check (None: not asked, skipped, or a stop came first)
+    # the gradient check's text once more under :train's autocast, where :train runs its products in bfloat16: the check
+    # judges float32's backprop, which is not the backward :train runs there (None: float32, or the check did not run)
+    gradient_training: TrainingPrecision | None = None
     blind: BlindCheck | None = None  # the blind check (None: not asked, skipped, diverged, or a stop came first)
     overfit: OverfitCheck | None = None  # the overfit check (None: not asked, skipped, diverged, or a stop came first)
     skipped: list[Skipped] = field(default_factory=list)  # checks not run here, and why
@@ -125,7 +128,7 @@ def asked_checks(text: str | None) -> list[str]:
     # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
     Param("steps", int, low=1, limit=100_000,
           help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
-], aliases=("sanity",), json_version=9, guide="inside-views.md#before-trusting-a-run-checks")  # fmt: skip
+], aliases=("sanity",), json_version=10, guide="inside-views.md#before-trusting-a-run-checks")  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -170,6 +173,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     done = checks.run_checks(session.model, trainer, asked, steps=steps, unigram=unigram, on_step=stepped,
                              should_stop=reporter.should_stop, row=causal_row(data), on_pass=causal_pass)
     result.stopped = done.stopped
+    result.gradient_training = done.gradient_training
     for name, check in done.results.items():
         if isinstance(check, checks.Skipped):
             result.skipped.append(check)
@@ -548,4 +552,8 @@ def explanations(result: ChecksResult) -> list[str]:
     if result.gradient is not None and result.gradient.relative <= result.gradient_tolerance:
         lines.append(f"gradient: backprop's code run in float64 against a measurement in float64, where rounding "
                      f"leaves a wrong backward alone to tell; the same check on one text, part by part: {cmd('grad')}")
+    if result.gradient is not None and result.gradient_training is not None:
+        from .backprop import training_part
+
+        lines.append(f"gradient: {training_part(result.gradient_training)}")
     return lines

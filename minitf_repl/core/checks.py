@@ -36,10 +36,11 @@ from typing import Callable
 
 import torch
 
-from .backprop import CHECK_LIMIT, GradientCheck, gradient_check
+from .backprop import CHECK_LIMIT, GradientCheck, TrainingPrecision, gradient_check, training_precision
 from .device import in_float64
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
+from .precision import training_dtype
 from .probe import listening
 from .train import fork_random
 from .words import count
@@ -210,6 +211,8 @@ class Checks:
     results: dict = field(default_factory=dict)  # name -> its check, or Skipped
     seconds: dict = field(default_factory=dict)  # name -> seconds it took
     stopped: str | None = None  # the check a stop request ended (the ones after it did not run)
+    # the gradient check's text under :train's autocast, where :train runs its products in bfloat16 (None: float32)
+    gradient_training: TrainingPrecision | None = None
 
 
 # --- what the model reads --------------------------------------------------------------------------------
@@ -321,6 +324,16 @@ def gradient_agreement(model, x: torch.Tensor, y: torch.Tensor, seed: int = 0) -
         loss = model.loss(logits, y)  # eval mode: the plain cross-entropy
         grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
     return gradient_check(model, x, y, params, list(grads), seed)
+
+
+def training_agreement(model, x: torch.Tensor, y: torch.Tensor, dtype: str, measured: float,
+                       seed: int = 0) -> TrainingPrecision:
+    """gradient_agreement's text and direction once more, under :train's autocast in `dtype` (core.backprop)."""
+    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    with listening(model, gradients=True):
+        logits, _ = model(x)
+        grads = torch.autograd.grad(model.loss(logits, y), [p for _, p in params], allow_unused=True)
+    return training_precision(model, x, y, params, list(grads), seed, dtype, measured)
 
 
 # --- fresh models with the session's settings ---------------------------------------------------
@@ -646,7 +659,10 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
         check.tokens = shown_pieces(data.tokenizer, x[0, : len(check.map)])  # a byte of a character as \xe4
         return check
     if name == "gradient":
-        return gradient_agreement(model, x[:1], y[:1])
+        check = gradient_agreement(model, x[:1], y[:1])
+        if training_dtype(train_config.dtype, x.device) != "float32":  # the check is float32's, :train's bfloat16's
+            done.gradient_training = training_agreement(model, x[:1], y[:1], train_config.dtype, check.measured)
+        return check
     if name == "blind":  # the yardstick counts what the loss scores: a task's answers, not :ngram's whole rows
         scored = scored_unigram(data, model_config.max_seq_len)
         counter = scored if scored is not None else unigram() if unigram is not None else float("nan")
