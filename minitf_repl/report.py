@@ -85,10 +85,21 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
 table.config td { padding: 0 1em 0 0; font-family: monospace; }
 pre.sample { background: #f4f4f4; padding: .6em; white-space: pre-wrap; }
-.maps { display: flex; flex-wrap: wrap; gap: 1em; }
+.maps { display: grid; gap: 1em; }
 figure { margin: 0; } figcaption { font-size: .85em; text-align: center; }
-p.tf { font-family: monospace; font-size: 1.2em; } span.tf { padding: 0 1px; }
+svg { width: 100%; height: auto; display: block; }
+svg.embed { max-width: 840px; margin: 0 auto; }
+div.tf { font-family: monospace; line-height: 1.1; }
+span.tfcell { display: inline-block; text-align: center; margin: 0 1px .5em 0; vertical-align: top; }
+span.tf { display: block; font-size: 1.2em; padding: 0 1px; }
+span.tfp { display: block; font-size: .8em; color: #333; } span.tfp.given { color: #888; }
 """
+# The figures' labels, in the picture's own units: every figure is drawn as wide as the page or its column (the CSS's
+# svg rule; its width and height attributes are the size it falls back to), so that on a projector its text grows with
+# it; at 10 and 11 units, in a figure of a fixed 640 pixels, a chart's text could not be read across a classroom
+CHART_TEXT = 13  # the axes' numbers and names
+CHART_NOTE = 12  # the uniform guess's line and a counter's, written on the chart
+CHART_LEGEND = 14  # the curves' names, above the frame
 
 
 def _esc(text) -> str:
@@ -122,7 +133,7 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     points = [(s, v) for one in series for s, v in zip(one.steps, one.values) if math.isfinite(v)]
     if not points:
         return '<p>No training yet.</p>'
-    right, top, bottom = 16, 28, 36  # the legend's row above the frame: inside it, it lay over where a curve starts
+    right, top, bottom = 16, 28, 40  # the legend's row above the frame: inside it, it lay over where a curve starts
     x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
     values = [v for _, v in points] + [c.val_loss for c in counters if math.isfinite(c.val_loss)]
     y0, y1 = min(values), max(values)
@@ -137,8 +148,8 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     # the terminal charts' labels: 3 significant digits, more where 3 would write two alike (0.171, 0.171, 0.172);
     # the frame starts right of the longest (a flat loss read to 7 digits, 0.0001235, began left of the picture)
     y_labels = axis_labels(y0, y1)
-    # and clear of the axis's own name, turned upright at x = 12 (it reaches x = 15)
-    left = max(56, math.ceil(max(_text_width(said, 11) for said in y_labels)) + 24)
+    # and clear of the axis's own name, turned upright at x = 13 (it reaches x = 16)
+    left = max(60, math.ceil(max(_text_width(said, CHART_TEXT) for said in y_labels)) + 26)
 
     def x(s):
         return left + (s - x0) / (x1 - x0) * (width - left - right)
@@ -146,32 +157,38 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     def y(v):
         return top + (y1 - v) / (y1 - y0) * (height - top - bottom)
 
+    def box(sx, sy, wide):  # a note's text at (sx, sy): from its ascent to its descent
+        return sx, sy - 0.8 * CHART_NOTE, sx + wide, sy + 0.2 * CHART_NOTE
+
     parts = [f'<svg id="{svg_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="loss chart">',
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
              'fill="#fafafa" stroke="#999"/>']
     for v, said in zip((y1, (y0 + y1) / 2, y0), y_labels):
-        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{said}</text>')
+        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="{CHART_TEXT}" text-anchor="end">'
+                     f'{said}</text>')
     ends = list(zip((x0, x1), x_ends or (first, last)))
     for s, said in ends if first != last else ends[:1]:  # one step: one label, not a step after it that never ran
         # centred under its end of the axis, or ending at the picture's edge where that would pass it (step 1000000)
-        at, anchor = (f"{x(s):.1f}", "middle") if x(s) + _text_width(str(said), 11) / 2 <= width - 2 \
+        at, anchor = (f"{x(s):.1f}", "middle") if x(s) + _text_width(str(said), CHART_TEXT) / 2 <= width - 2 \
             else (f"{width - 2}", "end")
-        parts.append(f'<text x="{at}" y="{height - 18}" font-size="11" text-anchor="{anchor}">{_esc(said)}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" font-size="11" '
+        parts.append(f'<text x="{at}" y="{height - 20}" font-size="{CHART_TEXT}" text-anchor="{anchor}">'
+                     f'{_esc(said)}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" font-size="{CHART_TEXT}" '
                  f'text-anchor="middle">{_esc(x_label)}</text>')
-    parts.append(f'<text x="12" y="{(top + height - bottom) / 2:.1f}" font-size="11" text-anchor="middle" '
-                 f'transform="rotate(-90 12 {(top + height - bottom) / 2:.1f})">loss (nats)</text>')  # as :plot says
+    parts.append(f'<text x="13" y="{(top + height - bottom) / 2:.1f}" font-size="{CHART_TEXT}" text-anchor="middle" '
+                 f'transform="rotate(-90 13 {(top + height - bottom) / 2:.1f})">loss (nats)</text>')  # as :plot says
     if baseline is not None:
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(baseline):.1f}" y2="{y(baseline):.1f}" '
                      f'stroke="#bbb" stroke-dasharray="2 3"/><text x="{width - right - 4}" y="{y(baseline) - 4:.1f}" '
-                     f'font-size="10" text-anchor="end">{_esc(uniform_label(vocab_size))}</text>')
+                     f'font-size="{CHART_NOTE}" text-anchor="end">{_esc(uniform_label(vocab_size))}</text>')
     styles = {"train": ('#1f77b4', ''), "val": ('#d62728', ' stroke-dasharray="6 3"'), "model": ('#1f77b4', ''),
               "counter": ('#d08c00', ' stroke-dasharray="1 3"')}
     taken = []  # the boxes of the legend's and the counters' labels (x0, y0, x1, y1), which no other may cover
     if baseline is not None:
         said = uniform_label(vocab_size)
-        taken.append((width - right - 4 - _text_width(said, 10), y(baseline) - 12, width - right - 4, y(baseline) - 2))
+        taken.append((width - right - 4 - _text_width(said, CHART_NOTE), y(baseline) - 4 - 0.8 * CHART_NOTE,
+                      width - right - 4, y(baseline) - 4 + 0.2 * CHART_NOTE))
     at = left + 10
     for one in series:
         # "bigram counter", "counter (bigram to 6-gram)": a counter's style
@@ -187,36 +204,38 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
         # a short stroke of the line's own style before its name: "val" drawn dashed said so nowhere
         parts.append(f'<line x1="{at}" x2="{at + 18}" y1="{top - 14}" y2="{top - 14}" stroke="{colour}" '
                      f'stroke-width="1.6"{dash}/>')
-        parts.append(f'<text x="{at + 22}" y="{top - 10}" font-size="12" fill="{colour}">{_esc(one.name)}</text>')
-        taken.append((at, top - 20, at + 22 + _text_width(one.name, 12), top - 7))
-        at += max(92, _text_width(one.name, 12) + 36)  # the next name after this one, however long
+        parts.append(f'<text x="{at + 22}" y="{top - 10}" font-size="{CHART_LEGEND}" fill="{colour}">'
+                     f'{_esc(one.name)}</text>')
+        taken.append((at, top - 10 - 0.8 * CHART_LEGEND, at + 22 + _text_width(one.name, CHART_LEGEND),
+                      top - 10 + 0.2 * CHART_LEGEND))
+        at += max(92, _text_width(one.name, CHART_LEGEND) + 36)  # the next name after this one, however long
     for c in counters:
         if math.isfinite(c.val_loss):
             said = f"{c.n}-gram counter {c.val_loss:.2f}"
-            wide, level = _text_width(said, 10), y(c.val_loss)
+            wide, level = _text_width(said, CHART_NOTE), y(c.val_loss)
             # at the left, where a loss curve is still high: above its line, else below it, else further right,
             # clear of the legend and of a counter close by (a bigram and a trigram 0.05 apart)
-            spots = [(sx, sy) for sx in (left + 4, left + 16 + wide, left + 28 + 2 * wide) for sy in (level - 4,
-                                                                                                   level + 12)]
-            sx, sy = next(((sx, sy) for sx, sy in spots if top + 8 <= sy <= height - bottom - 2
-                           and _clear((sx, sy - 8, sx + wide, sy + 2), taken)), spots[0])
-            taken.append((sx, sy - 8, sx + wide, sy + 2))
+            spots = [(sx, sy) for sx in (left + 4, left + 16 + wide, left + 28 + 2 * wide)
+                     for sy in (level - 4, level + 4 + CHART_NOTE)]
+            sx, sy = next(((sx, sy) for sx, sy in spots if top + CHART_NOTE <= sy <= height - bottom - 3
+                           and _clear(box(sx, sy, wide), taken)), spots[0])
+            taken.append(box(sx, sy, wide))
             parts.append(f'<line class="counter" x1="{left}" x2="{width - right}" y1="{level:.1f}" '
                          f'y2="{level:.1f}" stroke="#d08c00" stroke-dasharray="1 3"/>'
-                         f'<text x="{sx:.1f}" y="{sy:.1f}" font-size="10" fill="#a06c00" '
+                         f'<text x="{sx:.1f}" y="{sy:.1f}" font-size="{CHART_NOTE}" fill="#a06c00" '
                          'stroke="#fafafa" stroke-width="3" paint-order="stroke">'  # on top of the curves
                          f'{said}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
-def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14, label: str = "",
-                  future: bool = False) -> str:
-    """One attention map: row i (a query) over columns 0..i (keys); the masked future left blank, unless
-    `future` (a model without the causal mask: every column)."""
-    T = len(tokens)
+ATTENTION_CELL = 14  # a map's cell, in the picture's units
+MAP_LEAST = 300  # the narrowest column a map is given (px), where the page is as wide: a short prompt's maps grow
+
+
+def _attention_labels(tokens: list[str]) -> tuple[list[str], list[str], bool]:
+    """A map's row labels, its column heads, and whether those are positions."""
     shown = [visible(token) for token in tokens]
-    top = cell + 4
     # rows name each query's whole piece (a BPE's `␣y`, `␣>`: cut to a first character, every one read `␣`), in a
     # margin as wide as the longest; a column, one cell wide, its first character that is not the space mark, or its
     # position where those do not tell the tokens apart (a BPE's byte tokens of Chinese all start with "\x"): each
@@ -225,7 +244,32 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
     index = not heads_tell_apart(firsts, tokens)
     if index:
         shown = [f"{i} {piece}" for i, piece in enumerate(shown)]
-    left = max(top, round(max((len(s) for s in shown), default=1) * (cell - 4) * 0.62) + 6)
+    return shown, firsts, index
+
+
+def _attention_left(shown: list[str], cell: int) -> int:
+    """The width of a map's margin of row labels."""
+    return max(cell + 4, round(max((len(s) for s in shown), default=1) * (cell - 3) * 0.62) + 6)
+
+
+def maps_html(figures: list[str], tokens: list[str]) -> str:
+    """One row of attention maps (their <figure>s), of `tokens`: in columns at least as wide as a map drawn at its
+    own size, so that a map grows to fill the page, as many to a row as fit; a fixed 256 pixels, a short prompt's map
+    could not be read when projected."""
+    shown, _, _ = _attention_labels(tokens)
+    natural = _attention_left(shown, ATTENTION_CELL) + len(tokens) * ATTENTION_CELL
+    columns = f"repeat(auto-fill, minmax(min(100%, {max(MAP_LEAST, natural)}px), 1fr))"
+    return f'<div class="maps" style="grid-template-columns: {columns}">{"".join(figures)}</div>'
+
+
+def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = ATTENTION_CELL, label: str = "",
+                  future: bool = False) -> str:
+    """One attention map: row i (a query) over columns 0..i (keys); the masked future left blank, unless
+    `future` (a model without the causal mask: every column)."""
+    T = len(tokens)
+    shown, firsts, index = _attention_labels(tokens)
+    top, size = cell + 4, cell - 3  # the labels' size: a monospace character of 0.6 em fits a cell
+    left = _attention_left(shown, cell)
     width, height = left + T * cell, top + T * cell
     peak = max((w for row in weights for w in row), default=1.0) or 1.0
     parts = [f'<svg class="attn" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -236,9 +280,9 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
         x_mid, y_mid = left + i * cell + cell / 2, top + i * cell + cell / 2
         # a position of 3 digits is squeezed into its cell, not run into the next column's
         squeeze = f' textLength="{cell - 2}" lengthAdjust="spacingAndGlyphs"' if len(first) > 2 else ""
-        parts.append(f'<text x="{x_mid:.1f}" y="{cell - 3}" font-size="{cell - 4}" text-anchor="middle" '
+        parts.append(f'<text x="{x_mid:.1f}" y="{cell - 3}" font-size="{size}" text-anchor="middle" '
                      f'font-family="monospace"{squeeze}>{c}</text>')
-        parts.append(f'<text x="{left - 3}" y="{y_mid + cell / 2 - 3:.1f}" font-size="{cell - 4}" '
+        parts.append(f'<text x="{left - 3}" y="{y_mid + cell / 2 - 3:.1f}" font-size="{size}" '
                      f'text-anchor="end" font-family="monospace" xml:space="preserve">{_esc(piece)}</text>')
     for i in range(T):
         for j in range(T if future else i + 1):
@@ -313,8 +357,8 @@ def frames_html(frames: list, step: int | None = None) -> list[str]:
             future = reads_future(frame.maps)
             svgs = [attention_svg(frame.tokens, m, label=f"step {frame.step} head {h}", future=future)
                     for h, m in enumerate(frame.maps)]
-            figures = "".join(f"<figure>{svg}<figcaption>head {h}</figcaption></figure>" for h, svg in enumerate(svgs))
-            out.append(f'<div class="maps">{figures}</div>')
+            out.append(maps_html([f"<figure>{svg}<figcaption>head {h}</figcaption></figure>"
+                                  for h, svg in enumerate(svgs)], frame.tokens))
         elif frame.lens:
             rank = frame.target is not None
             head = "<tr><th>after</th><th>best guess</th>" + (f"<th>rank of {_esc(visible(frame.target))}</th>"
@@ -393,9 +437,11 @@ def heads_html(heads) -> list[str]:
     return out
 
 
-def context_html(curve, series: list, vocab_size: int | None, causal: bool = True) -> list[str]:
+def context_html(curve, series: list, vocab_size: int | None, causal: bool = True,
+                 window: int | None = None) -> list[str]:
     """`:context` as a chart: the val loss at each position of the window (log scale), the counter beside it.
-    `causal` False: the model has no causal mask now, and every position reads the whole window."""
+    `causal` False: the model has no causal mask now, and every position reads the whole window. `window`: the
+    model's max_seq_len, which :context's default number of windows follows (default: the curve's length)."""
     reads = ("position i reads the i + 1 tokens up to it, so where the curve falls, reading further back helps"
              if causal else "with no causal mask every position reads the whole window, and every one but the "
                             "last the token it predicts too (the last one's lies past the window), so its loss is no "
@@ -411,35 +457,66 @@ def context_html(curve, series: list, vocab_size: int | None, causal: bool = Tru
             + (" Beside it, the counting model that reads the last tokens up to its order"
                + (" (at position 0 the bigram, reading the same one token)." if causal and first == 0 else ".")
                if curve.counter is not None else "")
-            + f" Mean: {curve.mean:.3f} nats a token.</p>",
+            + f" Mean: {curve.mean:.3f} nats a token.{_other_windows(curve, window or curve.positions)}</p>",
             loss_chart_svg(series, vocab_size, x_label="position in the window (log scale)",
                            x_ends=(f"{curve.first_counted}", f"{curve.positions - 1}"), svg_id="context-chart")]
 
 
+def _other_windows(curve, window: int) -> str:
+    """Where `:context` alone scores other windows than the chart's (more of them: it took seconds the page did not
+    spend), that its numbers differ a little, and how to get these: a page projected beside :context read a mean of
+    1.617 there and 1.634 here, with nothing to say why. Nothing where they are the same windows."""
+    from .commands.context import default_windows  # what :context scores when no windows= is given
+
+    usual = default_windows(window)  # of max_seq_len, as :context counts them: a task's windows may be shorter
+    if curve.every or curve.windows == usual:  # every window of the val text, or :context's own number of them
+        return ""
+    return (f" <code>{_esc(cmd('context'))}</code> alone scores {usual:,} windows, not these {curve.windows:,}, so its "
+            f"numbers differ a little; <code>{_esc(cmd('context', windows=curve.windows))}</code> scores the same "
+            "windows as this chart and gives its numbers.")
+
+
+def _probability(p: float) -> str:
+    """A probability as :score writes it (commands.inside.prob_text): 3 decimals, or, where those would read 0.000,
+    2 significant digits."""
+    if p <= 0:
+        return "0"
+    return f"{p:.3f}" if p >= 0.00095 else f"{p:.1e}"
+
+
 def teacher_forcing_html(scored) -> list[str]:
-    """The scored text, each predicted token shaded by its loss -ln p against ln(V) (`:score`'s numbers)."""
+    """The scored text, each predicted token shaded by its loss -ln p against ln(V), its p and -ln p written under it
+    (`:score`'s numbers): a hover title alone showed nothing when the page was projected or printed."""
     sees = ("each from the tokens before it (the causal mask)" if scored.causal else
             "each from the whole text, the true next token included (no causal mask now) but for the last, whose "
             "next token lies past the text read")
     out = ["<h2>Teacher forcing</h2>",
            f"<p>One forward pass predicts every next token of the text at once, {sees}. Each token is shaded by "
            "how surprised the model was by it, -ln p of the true token "
-           f"from 0 (dark) to ln(V) = {scored.uniform:.2f} or more (bright, no better than a uniform guess); "
-           "hover for the numbers. Grey: given, not predicted (the first token, which nothing before it predicts, "
-           "and a task's question).</p>"]
-    spans = [f'<span class="tf" style="background:#ddd" title="given">{_esc(visible(scored.tokens[0]))}</span>']
+           f"from 0 (dark) to ln(V) = {scored.uniform:.2f} or more (bright, no better than a uniform guess). "
+           "Under each token: p, the probability the model gave it, and below that -ln p, its loss; hover for the "
+           "best guess. Grey: given, not predicted (the first token, which nothing before it predicts, and a "
+           "task's question), its numbers counted in no loss.</p>"]
+
+    def cell(token: str, style: str, title: str, t: int | None, counted: bool = True) -> str:
+        """A token, shaded, over its p and -ln p (the first token's two lines blank: nothing predicted it)."""
+        kind = "tfp" if counted else "tfp given"
+        numbers = ((_probability(scored.target_probs[t]), f"{scored.losses[t]:.3f}") if t is not None
+                   else ("&nbsp;", "&nbsp;"))
+        return (f'<span class="tfcell"><span class="tf" style="{style}" title="{_esc(title)}">{_esc(visible(token))}'
+                f'</span>' + "".join(f'<span class="{kind}">{n}</span>' for n in numbers) + "</span>")
+
+    cells = [cell(scored.tokens[0], "background:#ddd", "given", None)]
     for t, token in enumerate(scored.tokens[1:]):
         guess = f"best guess {quoted(scored.guesses[t], encodings=())} {scored.guess_probs[t]:.2f}"
         if not scored.counted[t]:
-            spans.append(f'<span class="tf" style="background:#ddd" title="given; {_esc(guess)}">{_esc(visible(token))}'
-                         "</span>")
+            cells.append(cell(token, "background:#ddd", f"given; {guess}", t, counted=False))
             continue
         frac = min(1.0, scored.losses[t] / scored.uniform) if scored.uniform > 0 else 0.0
         ink = "#fff" if frac < 0.5 else "#222"
-        title = f"p = {scored.target_probs[t]:.3f}, -ln p = {scored.losses[t]:.3f}; {guess}"
-        spans.append(f'<span class="tf" style="background:{scale_hex(frac)};color:{ink}" title="{_esc(title)}">'
-                     f"{_esc(visible(token))}</span>")
-    out.append(f'<p class="tf">{"".join(spans)}</p>')
+        title = f"p = {_probability(scored.target_probs[t])}, -ln p = {scored.losses[t]:.3f}; {guess}"
+        cells.append(cell(token, f"background:{scale_hex(frac)};color:{ink}", title, t))
+    out.append(f'<div class="tf">{"".join(cells)}</div>')
     if scored.dropped:  # as :score cuts a text: the pass reads max_seq_len tokens and predicts the one after them
         read = len(scored.tokens)
         out.append(f"<p>The first {count(scored.dropped, scored.unit)} of the text, beyond max_seq_len + 1 = {read}, "
@@ -537,12 +614,9 @@ def build_report(data: ReportData) -> str:
                f"i looks ({where}). Darker: less weight.</p>")
     tokens = data.tokens or list(data.prompt)  # a BPE's pieces: a map has a row a token, not a character
     for layer, heads in zip(data.layers, data.maps):
-        figures = "".join(
-            f"<figure>{attention_svg(tokens, m, label=f'layer {layer} head {h}', future=future)}"
-            f"<figcaption>layer {layer}, head {h}</figcaption></figure>"
-            for h, m in enumerate(heads)
-        )
-        out.append(f'<div class="maps">{figures}</div>')
+        figures = [f"<figure>{attention_svg(tokens, m, label=f'layer {layer} head {h}', future=future)}"
+                   f"<figcaption>layer {layer}, head {h}</figcaption></figure>" for h, m in enumerate(heads)]
+        out.append(maps_html(figures, tokens))
     scale = "".join(f'<span style="background:{c};display:inline-block;width:18px">&nbsp;</span>'
                     for c in (scale_hex(i / (len(SCALE) - 1)) for i in range(len(SCALE))))
     out.append(f"<p>0 {scale} max weight of each map</p>")
@@ -559,7 +633,7 @@ def build_report(data: ReportData) -> str:
                        "untied, an input row learns only where its token is read, so theirs are the random rows they "
                        "started as.</p>")
     if data.context is not None:
-        out.extend(context_html(data.context, data.context_series, data.vocab_size, data.causal))
+        out.extend(context_html(data.context, data.context_series, data.vocab_size, data.causal, data.window))
     if data.scored is not None:
         out.extend(teacher_forcing_html(data.scored))
     if data.heads is not None:

@@ -84,7 +84,7 @@ def test_embed_in_the_shell():
     assert "this model has not trained yet" in out
     given = embed(session, ":embed aeiou k=2")
     assert given.tokens == list("aeiou") and all(len(row) == 2 for row in given.neighbours)
-    assert json_document(REGISTRY["embed"], given)["schema"] == "minitf.embed/9" and given.map is None
+    assert json_document(REGISTRY["embed"], given)["schema"] == "minitf.embed/10" and given.map is None
     many = embed(session, ":embed " + "".join(chr(c) for c in range(ord("a"), ord("z") + 1)))
     assert len(many.tokens) == 24 and many.cut == 2 and "2 more distinct tokens" in " ".join(text_of(many).split())
     embed(session, ":train steps=1")

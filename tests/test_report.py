@@ -142,14 +142,14 @@ def test_report_draws_the_embedding_map_as_embed_does(report):
 
 
 def test_report_draws_the_loss_by_position_as_context_measures_it(report):
-    from minitf_repl.commands.inside import REPORT_WINDOWS
+    from minitf_repl.commands.context import default_windows
     from minitf_repl.core.context import position_losses
 
     s, path, _ = report
     html = path.read_text(encoding="utf-8")
     chart = html[html.index('<svg id="context-chart"'):]
     chart = chart[:chart.index("</svg>")]
-    curve = position_losses(s.model, s.data, "cpu", REPORT_WINDOWS, counter=6)
+    curve = position_losses(s.model, s.data, "cpu", default_windows(s.model_config.max_seq_len), counter=6)
     model, counter = chart.split('class="series"')[1:3]
     counted = [v for v in curve.losses if v == v]  # the answer's positions: a task's question is not counted
     assert model.split('points="')[1].split('"')[0].count(",") == len(counted)

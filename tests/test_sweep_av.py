@@ -189,7 +189,7 @@ def test_quit_with_autosave_off_warns_when_another_session_saved_over_this_model
 
 
 # --- :report in two terminals, one folder --------------------------------------------------------------------------
-def test_a_report_over_a_page_this_session_did_not_write_says_it_is_replaced(tmp_path):
+def test_a_report_over_a_page_this_session_did_not_write_keeps_it_and_says_so(tmp_path):
     from test_render import plain
 
     mine, theirs = trained(3), trained(3)
@@ -198,10 +198,16 @@ def test_a_report_over_a_page_this_session_did_not_write_says_it_is_replaced(tmp
     assert not first.replaced_unseen  # nothing was there
     again = run(mine, f":report {page}")
     assert not again.replaced_unseen  # its own page, written again
+    first_page = open(page, encoding="utf-8").read()
     other = run(theirs, f":report {page}")
     assert other.replaced_unseen
-    assert f"{page} held a page this session had not written (another session's, or an earlier one's?): it is " \
-           "replaced" in " ".join(plain(other, width=200).split())
+    # kept beside it before it went (s59): it was said to be replaced only once it was gone
+    kept = other.kept_as
+    assert kept is not None and os.path.basename(kept).startswith("report.kept-") and kept.endswith(".html")
+    assert open(kept, encoding="utf-8").read() == first_page  # mine's page, as it was
+    assert f"{page} held a page this session had not written (another session's, or an earlier one's?): kept as " \
+           f"{os.path.basename(kept)} beside it, then replaced" in " ".join(plain(other, width=200).split())
+    assert not again.kept_as and not first.kept_as  # a page of its own, or none: nothing to keep
 
 
 # --- the folder removed under a save ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -30,8 +31,8 @@ from ..core.words import count, quoted_end
 from ..palette import FOLDED_PLURALS, clusters, columns, folded, piece_cell, quoted, terminal_safe, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import chart, fmt
-from ..render.heatmap import (attention_window, before_window_note, column_width, heads_note, heatmap, label_width,
-                              legend, plain, reads_future, unscaled, window_note)
+from ..render.heatmap import (attention_window, before_window_note, cell, column_width, heads_note, heatmap,
+                              label_width, legend, plain, reads_future, unscaled, window_note)
 from ..render.scatter import grid_size, scatter
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
@@ -43,7 +44,7 @@ from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, c
                    default_prompt, known_text, long_prompt_notice, sample_prompt, samples_the_data, sampling_notes,
                    switched_off, training_length, true_next, typeable_prompt, unread_note, view_prompt, with_given)
 from .context import position_series
-from .counting import NGRAM_DEFAULT, check_counter
+from .counting import check_counter, default_counter
 from .generate import answer_line, drawn_seed, task_question
 from .train import data_since, history_series, plot_levels
 
@@ -964,7 +965,7 @@ class EmbedResult:
     tied: bool  # W_E is also the output head (tie_embeddings): alike rows are also alike predictions
     positions: str | None  # "learned" or "sinusoidal": the table added at the input; None: rope or none
     by_distance: list[float] | None  # d = 1, 2, ...: the mean cosine between position rows d apart
-    cut: int = 0  # distinct tokens of the text beyond EMBED_MAX_TOKENS, not shown
+    cut: int = 0  # the text's distinct tokens past the first 24, which the view leaves out (it shows at most 24)
     untrained: bool = False  # the model has not trained a step: its rows are random directions
     map: EmbedMap | None = None  # map=on: every token placed on the two directions W_E's rows vary most
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate ("the positions": no table now)
@@ -974,6 +975,21 @@ class EmbedResult:
     trained_rows: int | None = None
     # untied: tokens the training text never holds, whose input rows never trained, left out of the neighbours
     untrained_tokens: int = 0
+    # rank 1, 2, ...: the mean cosine of the k-th nearest among random rows (an untrained table's), as many as these
+    chance: list[float] = field(default_factory=list)
+    # rank 1, 2, ...: what the k-th nearest random row stays under in 99 of 100 tables (above rank 1's: not chance)
+    chance_band: list[float] = field(default_factory=list)
+    candidates: int = 0  # the other rows each token's neighbours are picked from
+    d_model: int = 0  # the rows' width d
+    head: bool = False  # head=on: the output head's rows W_U compared (tied: they are W_E's, the same table)
+    # head=on, untied: each token's W_U row against its own W_E row (cosine)
+    input_alike: list[float] | None = None
+    token_size: float = 0.0  # |x|: the mean length of the rows of W_E compared
+    position_size: float | None = None  # |p|: the mean length of the position table's rows compared (None: no table)
+    nearest_next: int | None = None  # position rows whose most alike other row is next to them (distance 1)
+    # positions=on: cos(p_s, p_t) for every two rows s, t of the position table compared
+    position_cosines: list[list[float]] | None = None
+    learned_table: bool = field(default=False, metadata={"view_only": True})  # the position table trains (its kind's)
 
 
 @command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance "
@@ -984,13 +1000,21 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=9, guide="inside-views.md#which-tokens-the-model-treats-alike-embed")  # fmt: skip
+    Param("head", bool, default=False, help="the rows of the output head W_U instead of W_E, where the head is "
+                                            "untied (tie_embeddings=off); tied, they are the same table"),
+    Param("positions", bool, default=False, help="draw cos(p_s, p_t) for every two rows of the position table, as "
+                                                 "a map"),
+], json_version=10, guide="inside-views.md#which-tokens-the-model-treats-alike-embed")  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
     distinct = list(dict.fromkeys(data.tokenizer.encode(text)))
     if not distinct:
         raise UserError(f"give some text, e.g. {cmd('embed', 'aeiou')}")
+    # a tied head is W_E itself: head=on reads the same rows, and the view says so
+    untied_head = args["head"] and not session.model_config.tie_embeddings
+    if untied_head and args["map"]:
+        raise UserError(f"map=on draws W_E's rows only; for W_U's rows drop map=on ({cmd('embed', 'TEXT', head=True)})")
     shown = distinct[:EMBED_MAX_TOKENS if args["text"] else EMBED_DEFAULT_TOKENS]
     cut = len(distinct) - len(shown) if args["text"] else 0  # the sample's other tokens are no one's request
     from ..core.inside import embedding_neighbours
@@ -1007,11 +1031,24 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     from ..core.inside import trained_tokens
 
     among = trained_tokens(config.tie_embeddings, data)
-    found = embedding_neighbours(session.model, shown, args["k"] or 5, trained=trained_rows, among=among)
+    k = args["k"] or 5
+    found = embedding_neighbours(session.model, shown, k, trained=trained_rows, among=among)
+    neighbour_ids, similarities, input_alike = found.neighbour_ids, found.similarities, None
+    from ..core.likeness import chance_level, head_neighbours, position_likeness, row_sizes
+
+    if untied_head:  # every row of W_U trains (each prediction's softmax reaches all of them): none is left out
+        head = head_neighbours(session.model, shown, k)
+        neighbour_ids, similarities, input_alike, among = head.neighbour_ids, head.similarities, head.input_alike, None
+    # a token's neighbours come from the other rows: random rows in as many give the cosines chance alone gives
+    candidates = max(1, (config.vocab_size if among is None else len(among)) - 1)
+    chance = chance_level(candidates, config.d_model, k)
     positions = config.pos_encoding if kind.table is not None else None
     by_distance = found.by_distance
-    if any(a.kind == "positions" for a in session.ablations):  # the table reads as zeros: no cosine to speak of
+    ablated = any(a.kind == "positions" for a in session.ablations)
+    if ablated:  # the table reads as zeros: no cosine to speak of
         by_distance = None
+    sizes = row_sizes(session.model, among, trained_rows)
+    likeness = None if ablated else position_likeness(session.model, trained_rows)
     from ..core.bpe import shown_piece
 
     def name(i: int) -> str:  # a byte of a longer character as its escape (\\xe2), not "�"
@@ -1028,14 +1065,52 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
         drawn = EmbedMap([name(i) for i in drawn_ids], found_map.coords, found_map.explained, found_map.dims,
                          [where[i] for i in shown if i in where])
 
-    return EmbedResult([name(i) for i in shown], [[name(i) for i in row] for row in found.neighbour_ids],
-                       found.similarities, config.tie_embeddings, positions, by_distance, cut,
+    return EmbedResult([name(i) for i in shown], [[name(i) for i in row] for row in neighbour_ids],
+                       similarities, config.tie_embeddings, positions, by_distance, cut,
                        untrained=session.untrained, map=drawn, ablations=switched_off(session), rotary=kind.rotary,
                        causal=config.causal, trained_rows=trained_rows,
-                       untrained_tokens=0 if among is None else data.tokenizer.vocab_size - len(among))
+                       untrained_tokens=0 if among is None else data.tokenizer.vocab_size - len(among),
+                       chance=chance.mean, chance_band=chance.band, candidates=candidates, d_model=config.d_model,
+                       head=args["head"], input_alike=input_alike, token_size=sizes.token,
+                       position_size=None if ablated else sizes.position,
+                       nearest_next=None if likeness is None or likeness.rows < 2 else likeness.nearest_next,
+                       position_cosines=likeness.cosines if likeness is not None and args["positions"] else None,
+                       learned_table=kind.learned)
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
+
+
+# |p| this many times |x| or more: h_0 = x + p is over 90% position by squared length (|p|^2 / (|x|^2 + |p|^2))
+POSITION_DWARFS = 3.0
+
+
+def position_dwarfs(token: float, position: float | None, d_model: int, learned: bool) -> str | None:
+    """Where the position row added at the input dwarfs the token's (|p| at least POSITION_DWARFS times |x|): by how
+    much, why, and what it does; None where it does not. `learned`: the table trains (a fixed table's rows are
+    sqrt(d/2) long whatever training does). :resid says the same of one position's rows (commands/worked.py)."""
+    if position is None or position < POSITION_DWARFS * token:
+        return None
+    share = position**2 / max(token**2 + position**2, 1e-30)  # as if x and p were at right angles, as random rows are
+    ratio = f"|p| = {position:.2f} is {position / max(token, 1e-30):.1f} times |x| = {token:.2f}"
+    if learned:
+        why = "the learned position rows have grown longer than the token rows"
+    else:
+        from ..core.model import INIT_STD
+
+        why = (f"the fixed table's rows are sqrt(d/2) = {math.sqrt(d_model / 2):.2f} long, while W_E's rows start "
+               f"from std {INIT_STD} ({INIT_STD * math.sqrt(d_model):.2f} long) and grow only as they train; the paper "
+               f"(Attention Is All You Need) multiplies the token embedding by sqrt(d_model) = "
+               f"{math.sqrt(d_model):.1f} before adding, this lab adds the two as they are")
+    return (f"{ratio}: {why}. So h_0 = x + p is mostly position ({fmt.share(share)} of its squared length): the "
+            "first block reads where a token stands far more than which token it is")
+
+
+def chance_cell(value: float, band: float, marked: bool) -> tuple[str, str]:
+    """A cosine's text and style: bold (or, without bold, a *) where it is above chance (over `band`: the most alike
+    random row's in 99 of 100 tables, one bar for every rank, so a 0.26 is never marked beside a 0.32 that is not)."""
+    above = value > band
+    return f"{value:.2f}" + ("*" if above and marked else ""), "bold" if above else ""
 
 
 @render.register(EmbedResult)
@@ -1043,9 +1118,14 @@ def render_embed(result: EmbedResult, console: Console) -> None:
     if result.map is not None:
         render_embed_map(result, result.map, console)
         return
+    marked = plain(console)  # no colour (a pipe, a file, NO_COLOR): a * marks what bold marks
+    head = result.head and not result.tied  # W_U's own rows
+    table_name = "W_U (the output head's own matrix)" if head else "W_E"
     tied = "; W_E is also the output head, so alike rows also predict alike" if result.tied else ""
-    say(console, "token embeddings: the rows of W_E most alike each token's", "bold")
+    say(console, f"token {'head rows' if head else 'embeddings'}: the rows of {table_name} most alike each "
+                 "token's", "bold")
     note(console, f"cosine similarity u.v / (|u| |v|): 1 the same direction, about 0 unrelated{tied}")
+    chance = result.chance
 
     def alike(k: int) -> Table:
         table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
@@ -1053,9 +1133,13 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         for i in range(k):
             table.add_column("most alike" if i == 0 else f"#{i + 1}", no_wrap=True)
         for token, row, sims in zip(result.tokens, result.neighbours, result.similarities):
-            add_row(table, piece_cell(visible(token)), *(Text(f"{piece_cell(visible(t))} {c:.2f}",
-                                                              style="bold" if c >= 0.5 else "")
-                                                         for t, c in list(zip(row, sims))[:k]))
+            cells = []
+            for t, c in list(zip(row, sims))[:k]:
+                text, style = chance_cell(c, result.chance_band[0], marked) if chance else (f"{c:.2f}", "")
+                cells.append(Text(f"{piece_cell(visible(t))} {text}", style=style))
+            add_row(table, piece_cell(visible(token)), *cells)
+        if chance:  # the same ranks among random rows, under the columns they are compared with
+            add_row(table, Text("chance", style="dim"), *(Text(f"  {c:.2f}", style="dim") for c in chance[:k]))
         return table
 
     most = k = max((len(row) for row in result.neighbours), default=0)
@@ -1064,6 +1148,22 @@ def render_embed(result: EmbedResult, console: Console) -> None:
     console.print(alike(k))
     if k < most:
         note(console, f"a wider terminal shows {count(most - k, 'more neighbour')}")
+    if chance:
+        cells = [c for sims in result.similarities for c in sims[:k]]
+        above = sum(c > result.chance_band[0] for c in cells)
+        shown = "marked *" if marked else "in bold"
+        note(console, f"chance: the mean cosine at each rank among {count(result.candidates, 'random row')} of "
+                      f"d = {result.d_model} (an untrained table's); {shown}: above chance, more alike than the most "
+                      f"alike random row is in 99 of 100 tables ({result.chance_band[0]:.2f}): {above} of "
+                      f"{len(cells)} here")
+    if head:
+        note(console, "each token's W_U row against its own W_E row: " + "  ".join(
+            f"{piece_cell(visible(t))} {c:+.2f}" for t, c in zip(result.tokens, result.input_alike or [])))
+    elif result.head:
+        note(console, "head=on: the head is tied (tie_embeddings=on), so W_U is W_E: the same table, these rows")
+    elif not result.tied:
+        note(console, f"the head is untied (tie_embeddings=off): {cmd('embed', 'TEXT', head=True)} lists the rows "
+                      "of W_U, the head's own matrix, instead")
     if result.cut:
         note(console, f"{count(result.cut, 'more distinct token')} of the text not shown")
     if result.untrained_tokens:
@@ -1081,9 +1181,21 @@ def render_embed(result: EmbedResult, console: Console) -> None:
                 else f" (its first {result.trained_rows}, the positions a training row reaches)")
         say(console, f"{result.positions} positions: how alike the rows of the position table{rows} are, by distance: "
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
+        if result.nearest_next is not None:
+            total = len(result.by_distance) + 1
+            note(console, f"{result.nearest_next} of {total} rows have their most alike other row next to them "
+                          f"(distance 1), as a smooth table has"
+                          + ("" if result.position_cosines is not None else
+                             f"; {cmd('embed', positions=True)} draws every pair"))
         if result.trained_rows is not None:
             note(console, "the table's other rows never trained (no training row reaches them): they are the random "
                           "rows it started with, left out")
+        dwarfs = position_dwarfs(result.token_size, result.position_size, result.d_model,
+                                 learned=result.learned_table)
+        if dwarfs:
+            note(console, f"on average {dwarfs}")
+        if result.position_cosines is not None:
+            render_position_map(result.position_cosines, console)
     elif result.rotary and "the positions" in result.ablations:
         left = "but what the causal mask lets it read" if masked else "(and there is no causal mask)"
         note(console, f"RoPE is switched off ({cmd('ablate', 'positions')}): q and k go unturned, so nothing tells the "
@@ -1100,8 +1212,31 @@ def render_embed(result: EmbedResult, console: Console) -> None:
                       "this model has no positions (pos_encoding=none) and no causal mask: nothing tells it where a "
                       "token stands: each position reads the whole text as an unordered bag of tokens")
     if result.untrained:
-        note(console, f"this model has not trained yet: its rows are random directions, so every similarity is "
-                      f"near 0; {look_again('embed', AUTOSAVE_NAME)}")
+        note(console, "this model has not trained yet: its rows are random directions, so its neighbours are alike "
+                      "by chance alone, about as the chance row says, and no likeness here means anything yet; "
+                      f"{look_again('embed', AUTOSAVE_NAME)}")
+
+
+def render_position_map(cosines: list[list[float]], console: Console) -> None:
+    """cos(p_s, p_t) of the position table as a grid of cells (render.heatmap's, as the attention maps): row s,
+    column t, each headed by its position; below 0 drawn as 0. Rows past the terminal's width are left out, the first
+    ones kept (the ones a short text reads)."""
+    as_text = unscaled(console)
+    label = len(str(len(cosines) - 1)) + 1  # a row's position and a space
+    shown = attention_window(len(cosines), console.width, 1, label)
+    grid = Text(" " * label)
+    for t in range(shown):
+        grid.append(str(t % 10), style="bold")
+    for row in range(shown):
+        grid.append("\n" + f"{row:>{label - 1}} ", style="bold")
+        for c in cosines[row][:shown]:
+            grid.append_text(cell(max(0.0, c), 1, as_text))
+    say(console, "cos(p_s, p_t): row s, column t, by position (a column headed by its position's last digit)")
+    console.print(grid, highlight=False, no_wrap=True, overflow="ignore")
+    console.print(legend(1.0, as_text, "cosine, below 0 as 0", console.width))
+    if shown < len(cosines):
+        note(console, f"showing positions 0 to {shown - 1} of {len(cosines)} (the terminal is {console.width} "
+                      "columns wide)")
 
 
 def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> None:
@@ -1329,7 +1464,6 @@ def _render_merges(result: TokResult, console: Console) -> None:
 # --- :report -------------------------------------------------------------------------------------
 REPORT_SAMPLES = 3  # samples on the page, seeds 0, 1, 2
 REPORT_SAMPLE_TOKENS = 120  # at most this long each (the n setting, if shorter)
-REPORT_WINDOWS = 256  # the loss-by-position chart's val windows (:context's default scores 1,024 of 64)
 
 
 @dataclass
@@ -1341,6 +1475,8 @@ class ReportResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the page is that model's
     # a page was at the path that this session had not written (another session's, or one of before): it is replaced
     replaced_unseen: bool = False
+    # where that page was kept, beside it, before the new one replaced it (None: no such page, or it could not be)
+    kept_as: str | None = None
     # a page was at the path (this session's, or one that replaced_unseen names): `:report` alone wrote over
     # ./report.html without a word
     replaced: bool = field(default=False, metadata={"view_only": True})
@@ -1363,7 +1499,7 @@ def complete_html(session) -> list[str]:
           help="the text the attention maps, the embedding map's bold tokens and teacher forcing read; past the "
                "model's window its start is dropped and its last max_seq_len tokens read, as :attn and :score read "
                "it (default: a sample of the data, ended where a word ends)"),
-], interruptible=True, json_version=3)  # fmt: skip
+], interruptible=True, json_version=4)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, shown_frames, write_report
 
@@ -1377,12 +1513,19 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     from ..core.inside import attention_maps
 
     # a bar over the parts (the loss by position a step per window): a 12 x 768 model took minutes, nothing shown
-    parts = 5 + REPORT_SAMPLES + REPORT_WINDOWS
+    # the loss by position scores :context's own windows (as many, the same counter, the trained window): the page's
+    # mean read 1.617 on 256 windows where :context said 1.634 on its 1,024, and a class asked which was right
+    from .context import default_windows
+
+    report_windows = default_windows(session.model_config.max_seq_len)
+    parts = 5 + REPORT_SAMPLES + report_windows
+    # what the bar counts, in its own words: "report: 71/264" named no unit of the 264
+    what = f"report ({count(REPORT_SAMPLES, 'sample')}, {report_windows:,} val windows, 5 other parts)"
     done = [0]
 
     def advance(by: int = 1) -> None:
         done[0] += by
-        reporter.on_progress("report", done[0], parts)
+        reporter.on_progress(what, done[0], parts)
 
     given = args["text"] or None
     from ..core.data import VocabOnly
@@ -1463,19 +1606,21 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     before = done[0]
 
     def windows(scored_windows: int, total: int) -> None:
-        done[0] = before + scored_windows * REPORT_WINDOWS // max(total, 1)
-        reporter.on_progress("report", done[0], parts)
+        done[0] = before + scored_windows * report_windows // max(total, 1)
+        reporter.on_progress(what, done[0], parts)
 
-    try:  # :context's curve, on fewer windows; a task's question-only positions are nan, left out of the chart
-        context = position_losses(model, data, session.trainer.device, REPORT_WINDOWS, counter=NGRAM_DEFAULT,
-                                  on_progress=windows, fast=session.train_config.fast_path)
+    try:  # :context's curve, its numbers; a task's question-only positions are nan, left out of the chart
+        context = position_losses(model, data, session.trainer.device, report_windows,
+                                  counter=default_counter(data.tokenizer.vocab_size) or None, on_progress=windows,
+                                  trained=session.trainer.trained_window or session.model_config.max_seq_len,
+                                  fast=session.train_config.fast_path)
     except UserError as e:
         context = None
         left_out.append(("loss by position", str(e)))
     for section, why in left_out:
         reporter.notice(f"left out of the page: {section} ({why})")
     status = session.status()  # the numbers the status bar shows, for the line under the loss chart
-    done[0] = before + REPORT_WINDOWS
+    done[0] = before + report_windows
     advance()  # the page itself
     # a page is for sharing: a file's data by its file name (a task with its size), not the path it has on this
     # machine, which a teacher's page showed every student (/home/teacher/course/poem.txt)
@@ -1504,8 +1649,11 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     )
     # Two terminals in one folder each wrote report.html: the second replaced the first's page without a word.
     there = _page_identity(path)
-    size = write_report(path, build_report(report))
     unseen = there is not None and session.pages_written.get(os.path.abspath(path)) != there
+    # kept before it goes, as a checkpoint another session saved is kept as kept-...: a class's lesson.html from last
+    # week, or a colleague's index.html, was replaced and said so only once it was gone
+    kept = _keep_page(path) if unseen else None
+    size = write_report(path, build_report(report))
     if (written := _page_identity(path)) is not None:
         session.pages_written[os.path.abspath(path)] = written
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
@@ -1517,7 +1665,25 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         sections.append((f"{shown} of " if shown < len(report.frames) else "")
                         + f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations,
-                        replaced_unseen=unseen, replaced=there is not None)
+                        replaced_unseen=unseen, kept_as=kept, replaced=there is not None)
+
+
+def _keep_page(path: str) -> str | None:
+    """A copy of the page at `path` beside it, NAME.kept-DATE-TIME[-n].html; its absolute path, or None where it
+    cannot be made (the page is then replaced as before, which the result says)."""
+    stem, suffix = os.path.splitext(path)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(100):
+        kept = f"{stem}.kept-{stamp}{'' if n == 0 else f'-{n}'}{suffix}"
+        try:
+            with open(path, "rb") as page, open(kept, "xb") as copy:  # "x": never over another kept page
+                shutil.copyfileobj(page, copy)
+            return os.path.abspath(kept)
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+    return None
 
 
 REPORT_WORD_SCAN = 24  # characters past the views' sample searched for the end of the word it ends in
@@ -1603,8 +1769,10 @@ def render_report(result: ReportResult, console: Console) -> None:
     say(console, Text(f"wrote {result.path}", style="green") +
         Text(f" ({fmt.size(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"))
     if result.replaced_unseen:  # as :save says it of a checkpoint: the other's page went without a word
+        kept = (f"kept as {os.path.basename(result.kept_as)} beside it, then replaced" if result.kept_as is not None
+                else "it could not be copied aside, and is replaced")
         say(console, f"{result.path} held a page this session had not written (another session's, or an earlier "
-                     "one's?): it is replaced", "yellow")
+                     f"one's?): {kept}", "yellow")
     elif result.replaced:
         note(console, f"replaced the earlier {os.path.basename(result.path)} "
                       f"({cmd('report', 'NAME.html')} writes another page beside it)")
