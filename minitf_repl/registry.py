@@ -155,6 +155,10 @@ class Command:
     # The page and section of the repository's docs/ that work its output through, as "inside-views.md#anchor":
     # `:help NAME` names it (a view's terms, q, d_k, x̂, the KV cache, are explained there, not in one line of help)
     guide: str = ""
+    # Words a learner looks for that name what it shows, no name or alias of it (`:resid`: embedding, wte, position):
+    # `:help WORD` lists every command, and every setting, that declares WORD (`:help position` found only the alias
+    # :positions of :context, the loss by position), as it finds a setting by nanoGPT's spelling
+    topics: tuple = ()
     # The version of its --json fields ("schema": "minitf.NAME/N"): raise it whenever a field of its
     # result changes (name, type, removal or addition); schema.py and its test say when.
     json_version: int = 1

@@ -132,3 +132,16 @@ def test_the_docs_embed_example_is_the_tools_output():
     example = example[:example.index("```")]
     assert "─────" in example  # the rule under the header the tool prints at 100 columns
     assert "chance" in example and "every similarity\nnear 0" not in page
+
+
+def test_resid_says_where_a_sinusoidal_row_dwarfs_the_tokens_and_embed_is_a_topic_of_positions():
+    """`:resid` on a sinusoidal model read "|x| = 1.04; p = PE(7): |p| = 5.66" and no more (s59)."""
+    from minitf_repl.commands import REGISTRY
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    session = tiny_session(data="pydoc")
+    run(session, ":set pos_encoding=sinusoidal")
+    text = " ".join(plain(run(session, ":resid The list")).split())
+    assert "times |x| = " in text and "the fixed table's rows are sqrt(d/2) = " in text, text
+    assert {"position", "embedding", "wte", "wpe"} <= set(REGISTRY["embed"].topics)

@@ -44,6 +44,11 @@ class HelpResult:
     detail: HelpEntry | None = None  # set by `:help COMMAND`
     params: list[Param] = field(default_factory=list)  # the detail's options
     setting: SettingHelp | None = None  # set by `:help KEY` for a setting (commands.settings)
+    # `:help WORD` of a word commands or settings declare a topic of theirs (Command.topics, settings.SETTING_TOPICS):
+    # the word, and what declares it; beside a command's detail where the word also names one (`:help positions`)
+    topic: str | None = field(default=None, metadata={"view_only": True})
+    topical: list[HelpEntry] = field(default_factory=list, metadata={"view_only": True})
+    topic_settings: list[SettingHelp] = field(default_factory=list, metadata={"view_only": True})
 
 
 def _entry(cmd: Command) -> HelpEntry:
@@ -71,11 +76,50 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
         if setting is None and len(name.split()) > 1:  # `:help learning rate`: learning_rate, its words joined
             setting = setting_help(session, "_".join(name.split()))
         if setting is None:
-            raise no_such_help(word, session) from None
+            # `:help position`, `:help wte`, `:help token embedding`: what shows it, as its commands declare it
+            topic = next((t for t in (topic_word(word), topic_word(name)) if any(on_topic(t))), None)
+            if topic is None:
+                raise no_such_help(word, session) from None
+            return _topic_help(session, entries, topic)
         return HelpResult(entries, setting=setting)
     if len(name.split()) > 1:  # `:help train steps`: that option alone
         return _option_help(session, entries, cmd, name.split()[1])
-    return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None])
+    # `:help positions`, an alias of :context (the loss by position): the commands that show the positions themselves
+    # follow its options, where the alias alone hid them
+    commands, settings = on_topic(topic_word(word))
+    return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None],
+                      topic=topic_word(word) if commands or settings else None,
+                      topical=[_entry(c) for c in commands if c is not cmd],
+                      topic_settings=_settings(session, settings))
+
+
+def topic_word(text: str) -> str:
+    """The topic `:help WORDS` asks about, spelt as topics are declared: `Token embedding` is token_embedding."""
+    return "_".join(text.strip().lstrip(":").replace("-", "_").lower().split())
+
+
+def on_topic(word: str) -> tuple[list[Command], list[str]]:
+    """The commands, in the registry's order, and the settings' keys that declare `word` a topic of theirs."""
+    from .settings import SETTING_TOPICS
+
+    return ([c for c in REGISTRY.values() if word in c.topics],
+            [key for key, words in SETTING_TOPICS.items() if word in words])
+
+
+def _settings(session: Session, keys: list[str]) -> list[SettingHelp]:
+    from .settings import setting_help
+
+    return [h for key in keys if (h := setting_help(session, key)) is not None]
+
+
+def _topic_help(session: Session, entries: list[HelpEntry], topic: str) -> HelpResult:
+    """`:help WORD` of a topic: the commands that declare it and the settings that do; one setting alone is its own
+    help (`:help tied`: tie_embeddings), as its spelling would show it."""
+    commands, settings = on_topic(topic)
+    shown = _settings(session, settings)
+    if not commands and len(shown) == 1:
+        return HelpResult(entries, setting=shown[0])
+    return HelpResult(entries, topic=topic, topical=[_entry(c) for c in commands], topic_settings=shown)
 
 
 def _option_help(session: Session, entries: list[HelpEntry], command_: Command, key: str) -> HelpResult:
@@ -114,6 +158,14 @@ def no_such_help(word: str, session: Session | None = None) -> UserError:
     from .settings import SET, setting_keys, setting_spellings
 
     key = word.strip().lstrip(":").lower()
+    commands, settings = on_topic(topic_word(key))
+    commands = [c for c in commands if syntax() == REPL or not c.repl_only]
+    if commands or settings:  # `minitf help position`: the shell's help lists commands alone, so say what shows it
+        shown = [f"what shows it: {', '.join(cmd(c.name) for c in commands)}"] if commands else []
+        if settings:
+            keys = [f"{name} ({cmd('help' if syntax() == REPL else 'set', name)})" for name in settings]
+            shown.append(f"the setting{'s' if len(settings) > 1 else ''} about it: {', '.join(keys)}")
+        return UserError(f"no command or setting named {clip(key)!r}; {'; '.join(shown)}")
     if (elsewhere := SET.elsewhere.get(key.replace("-", "_"))) is not None:  # `:help head_size` was "did you mean
         return UserError(f"no setting named {clip(key)!r}: {elsewhere(session)}")  # :heads?", where :set explains it
     # preset=, an action of :set shown as a setting: `:help preset` shows it, but `minitf help` hands set the keys
@@ -141,6 +193,11 @@ def render_help(result: HelpResult, console: Console) -> None:
         return
     if result.detail is not None:
         render_command_help(result, console)
+        if result.topic is not None:
+            also_on_topic(result, console)
+        return
+    if result.topic is not None:
+        render_topic(result, console)
         return
     def names(entry: HelpEntry) -> str:
         return "  " + ", ".join(":" + n for n in (entry.name, *entry.aliases))
@@ -170,6 +227,34 @@ def render_help(result: HelpResult, console: Console) -> None:
     # a script of these lines is a lesson to hand on; docs/commands.md has the rest (comments, errors by line)
     note(console, "Lines piped in run as a script, each as typed here: minitf --transcript < lesson.txt (--transcript "
                   "prints each line before its output).")
+
+
+def render_topic(result: HelpResult, console: Console) -> None:
+    """`:help position`: the commands that show it, each with its summary, then the settings about it."""
+    say(console, Text(result.topic.replace("_", " "), style="bold") + Text(": what shows it, and the settings "
+                                                                           "about it"))
+    rows = [(", ".join(":" + n for n in (e.name, *e.aliases)), e.summary) for e in result.topical]
+    rows += [(h.name, f"{h.section} setting: {h.help}") for h in result.topic_settings]
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column("name", style="bold", no_wrap=True)
+    table.add_column("what", ratio=1)
+    for row in rows:
+        add_row(table, *row)
+    if fits(console, table) and console.width - max((len(r[0]) for r in rows), default=0) - 1 >= MIN_SUMMARY:
+        console.print(table)
+    else:  # 40-odd columns: each summary under its name, as :help lays its families out there
+        for name, what in rows:
+            say(console, Text(name, style="bold"), indent=2)
+            say(console, what, indent=4)
+    note(console, f"{cmd('help', 'COMMAND')} shows a command's options, {cmd('help', 'KEY')} a setting")
+
+
+def also_on_topic(result: HelpResult, console: Console) -> None:
+    """After `:help positions` (:context's alias): the other commands and the settings about that word."""
+    names = [cmd(e.name) for e in result.topical] + [f"the setting {h.name}" for h in result.topic_settings]
+    if names:
+        note(console, f"also about {result.topic.replace('_', ' ')}: {', '.join(names)} ({cmd('help', 'NAME')} "
+                      "says more of each)")
 
 
 def render_command_help(result: HelpResult, console: Console) -> None:

@@ -1004,7 +1004,9 @@ class EmbedResult:
                                             "untied (tie_embeddings=off); tied, they are the same table"),
     Param("positions", bool, default=False, help="draw cos(p_s, p_t) for every two rows of the position table, as "
                                                  "a map"),
-], json_version=10, guide="inside-views.md#which-tokens-the-model-treats-alike-embed")  # fmt: skip
+], json_version=10, guide="inside-views.md#which-tokens-the-model-treats-alike-embed",
+   topics=("embedding", "embeddings", "token_embedding", "wte", "position", "positions", "pos", "wpe",
+           "position_table"))  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)

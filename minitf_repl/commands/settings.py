@@ -215,6 +215,16 @@ def setting_spellings() -> dict[str, str]:
             for alias in p.aliases}
 
 
+# Words a learner looks for that name what a setting changes, no spelling of it: `:help WORD` lists the settings that
+# declare WORD beside the commands that do (registry.Command.topics). nanoGPT's module names among them (wte, wpe): its
+# settings' names work as aliases, and its modules' names were found nowhere.
+SETTING_TOPICS = {
+    "pos_encoding": ("position", "positions", "pos", "positional", "positional_encoding", "position_embedding",
+                     "wpe", "sinusoidal", "sinusoids"),
+    "tie_embeddings": ("tied", "tie", "tying", "weight_tying", "embedding", "embeddings", "token_embedding", "wte"),
+}
+
+
 def setting_help(session: Session, key: str) -> SettingHelp | None:
     """What `:help KEY` and `:set KEY` say of the :set key `key` (its name or another spelling), or None if it is
     none."""

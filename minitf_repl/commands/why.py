@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ..core.bpe import shown_pieces
 from ..core.errors import UserError
-from ..core.variants import norm_kind
+from ..core.variants import norm_kind, position_kind
 from ..core.words import count, quoted_chars, quoted_end
 from ..palette import VISIBLE, quoted, visible
 from ..registry import Param, clip
@@ -428,6 +428,9 @@ class AttribResult:
     # the final norm normalises (norm=none: the identity, which adds nothing and divides by 1: the notes spoke of a
     # norm "frozen at this input's scale" the model does not have), as its kind declares
     normalised: bool = field(default=True, metadata={"view_only": True})
+    # what the embedding part holds: "token + position" where a table is added at the input (pos_encoding learned or
+    # sinusoidal, not switched off by :ablate positions), else "token" (rope turns q and k inside attention)
+    embedded: str = field(default="token + position", metadata={"view_only": True})
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
@@ -456,10 +459,13 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
     parts = sorted((AttribPart(p.name, p.kind, p.logit) for p in a.parts), key=lambda p: -abs(p.logit))
     from ..core.bpe import shown_piece
 
+    added = position_kind(session.model_config).table is not None \
+        and not any(ablated.kind == "positions" for ablated in session.ablations)
     return AttribResult(prompt=text, target=shown_piece(data.tokenizer, a.target), logit=a.logit, offset=a.offset,
                         scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias,
                         ablations=switched_off(session), untrained=session.untrained, dropped=dropped,
-                        unit=data.tokenizer.unit, normalised=norm_kind(session.model_config).normalises)
+                        unit=data.tokenizer.unit, normalised=norm_kind(session.model_config).normalises,
+                        embedded="token + position" if added else "token")
 
 
 @render.register(AttribResult)
@@ -477,10 +483,10 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     written = [p for p in result.parts if p.logit != 0.0]
     shown = written[:ATTRIB_ROWS]
     peak = max((abs(p.logit) for p in shown), default=0.0) or 1.0
-    name_width = max((len(p.name) for p in shown), default=4)
+    name_width = max((len(_label(p, result)) for p in shown), default=4)
     bar_width = max(4, min(40, console.width - name_width - 12))
     for p in shown:
-        line = Text(p.name.ljust(name_width), style="cyan")
+        line = Text(_label(p, result).ljust(name_width), style="cyan")
         line.append(f" {p.logit:+7.2f} ")
         n = max(1, round(abs(p.logit) / peak * bar_width)) if p.logit else 0
         if as_text:
@@ -494,7 +500,7 @@ def render_attrib(result: AttribResult, console: Console) -> None:
         among = ", the output biases b^O among them" if any(p.kind == "bias" for p in rest) else ""
         note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together{among}")
     if silent:
-        names = ", ".join(p.name for p in silent[:8]) + (", ..." if len(silent) > 8 else "")
+        names = ", ".join(_label(p, result) for p in silent[:8]) + (", ..." if len(silent) > 8 else "")
         # not each one's why: an untrained model's output biases are 0 as well
         why = f"; a part {cmd('ablate')} switches off writes nothing" if result.ablations else ""
         verb = "writes" if len(silent) == 1 else "write"
@@ -523,6 +529,12 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     if result.untrained:
         note(console, f"this model has not trained yet: the parts split a logit of random weights; "
                       f"{look_again('attrib', AUTOSAVE_NAME, result.prompt)}")
+
+
+def _label(part: AttribPart, result: AttribResult) -> str:
+    """A part's row label: the embedding's says what it holds, "embed (token + position)", where "embed" alone read as
+    the token's row (the docs' "(token + position)" was printed nowhere)."""
+    return f"{part.name} ({result.embedded})" if part.kind == "embed" else part.name
 
 
 

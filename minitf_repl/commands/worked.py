@@ -212,6 +212,10 @@ def _shown_keys(weights: list[float], at: int, causal: bool = True) -> list[int]
     return sorted({*read, *(j - 1 for before, j in zip([-1, *read], read) if j - before == 2)})
 
 
+# the video whose derivation of the scale :qkv measures, named once where its lines speak of "the video's"
+VIDEO = "\"Let's build GPT: from scratch, in code, spelled out\""
+
+
 @render.register(QkvResult)
 def render_qkv(result: QkvResult, console: Console) -> None:
     i, T, d_k = result.at, len(result.tokens), len(result.q)
@@ -278,7 +282,8 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     if read > 1:
         # The video's why: q.k sums d_k products, so its variance is d_k var(q) var(k), d_k for unit-variance q and
         # k; small q and k (a fresh model) keep it small with or without the scale. Three short lines, not one that
-        # wraps between a name and its number
+        # wraps between a name and its number, after one that names the video the lines below call "the video"
+        note(console, f"why the 1/sqrt(d_k), as Andrej Karpathy's video {VIDEO} works it out:")
         note(console, f"the spread over these {read} keys: var(q_i) = {result.q_var:.3g}, var(k) = {result.k_var:.3g}, "
                       f"d_k = {d_k}")
         # for this one q, keys whose features vary independently give sum_f q_f^2 var_j(k_jf): each feature's spread
@@ -352,7 +357,8 @@ ROPE_ELSEWHERE = {  # where a model without rotary positions has its positions, 
     replace(LAST_POSITION, help="the query position (default -1: the last)"),
     BLOCK,
     QUERY_HEAD,
-], json_version=2, guide="inside-views.md#rotary-positions-at-one-query-rope")  # fmt: skip
+], json_version=2, guide="inside-views.md#rotary-positions-at-one-query-rope",
+   topics=("position", "positions", "pos", "rotary", "rotary_positions", "rotary_embedding"))  # fmt: skip
 def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     from ..core.variants import position_kind
 
@@ -475,7 +481,9 @@ class ResidResult:
                   "add, what the norms read.", params=[
     VIEW_TEXT,
     LAST_POSITION,
-], json_version=5, guide="inside-views.md#the-residual-stream-and-its-norms-resid")  # fmt: skip
+], json_version=5, guide="inside-views.md#the-residual-stream-and-its-norms-resid",
+   topics=("position", "positions", "pos", "wpe", "embedding", "embeddings", "token_embedding", "wte", "x_plus_p",
+           "residual_stream", "stream"))  # fmt: skip  (its first row: h_0 = x + p, the token's and the position's)
 def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     text, ids, dropped, at = read_at(session, "resid", args, reporter)
     from ..core.inside import residual_stream
@@ -540,6 +548,10 @@ def render_resid(result: ResidResult, console: Console) -> None:
         parts.append(f"p = {row}: |p| = {result.position:.2f}")
     parts.append(f"h_0 = {'x + p' if result.position is not None else 'x'}: |h_0| = {result.embed:.2f}")
     note(console, ";  ".join(parts))
+    from .inside import position_dwarfs  # as :embed says it of the table's rows on average: this position's here
+
+    if dwarfs := position_dwarfs(result.token, result.position, result.d_model, learned=result.position_table == "W_P"):
+        note(console, dwarfs)
     what = "h" if pre else "h + f(h)" if result.residual else "f(h)"  # post-norm reads the add (no add: f alone)
     divisor = result.norm_scale
     if result.normalised:

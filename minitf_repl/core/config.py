@@ -341,8 +341,10 @@ class ModelConfig(Settings):
     dropout: float = setting(0.0, "dropout probability", low=0.0, high=1.0, high_open=True, in_place=True)
     activation: str = setting("gelu", "feed-forward activation: gelu, relu, gelu_tanh (GPT-2), relu2 (ReLU squared) "
                               "or swiglu (gated, three matrices)", choices=ACTIVATIONS)
-    pos_encoding: str = setting("learned", "positions: a learned table or fixed sinusoids added at the input, "
-                                "rope (q and k rotated inside attention) or none", choices=POS_ENCODINGS)
+    pos_encoding: str = setting("learned", "positions, since attention alone reads the tokens before it as an "
+                                "unordered set (only the causal mask orders them): a learned table or fixed sinusoids "
+                                "added at the input, rope (q and k rotated inside attention) or none",
+                                choices=POS_ENCODINGS)
     # A base, an eps and a top-k are read by the forward pass, never stored in a weight: a trained model takes a new
     # value in place (how a rope model trained at one base reads another), a new function of the same weights.
     rope_base: float = setting(10000.0, "RoPE base: pair c of a head turns by pos * rope_base^(-2c/head_dim)",
@@ -570,13 +572,17 @@ class TrainConfig(Settings):
                         "in Python, torch.set_num_threads(N)), and so does the other kernel for float32 products, "
                         f"which each process picks by timing both (${PRODUCTS_ENV} set to onednn or torch fixes it), "
                         "and so does dtype=auto, which trains in bfloat16 on a CPU with bfloat16 units and in float32 "
-                        "on one without (dtype=float32 fixes it on every machine)",
+                        "on one without (dtype=float32 fixes it on every machine); with all of these fixed a run "
+                        "repeats to the last digit on the same kind of CPU and torch version, and elsewhere (AVX2 "
+                        "against AVX-512, Apple silicon, another torch) float32 sums in another order: about 3 to 4 "
+                        "decimals agree, fewer as the steps go",
                         low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
                          "optimizer state stay float32); auto: bfloat16 where the device multiplies it natively (a "
                          "recent GPU, a CPU with AMX or AVX512-BF16), else float32. Muon's Newton-Schulz follows: "
-                         "float32 keeps it in float32 too, so a run's numbers compare across machines",
+                         "float32 keeps it in float32 too, so every machine runs the same arithmetic: the same digits "
+                         "on the same kind of CPU and torch version, about 3 to 4 decimals alike on another kind",
                          choices=TRAIN_DTYPES)
     compile: bool = setting(False, "train through torch.compile(model); the first step compiles (falls back to eager)")
     # core/fastpath.py: the readable model's function from fewer kernels; views and :shapes keep the readable path.
