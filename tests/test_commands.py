@@ -281,8 +281,9 @@ def test_option_names_match_the_contract():
     model_keys = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
     gen_keys = {"n", "temperature", "top_k", "top_p", "gen_seed", "cache"}
-    assert set(names["set"]) == model_keys | train_keys | gen_keys | {"autosave", "threads", "checkpoint_dir", "preset",
-                                                                      "tokenizer", "keys"}  # keys: what `:set lr` shows
+    assert set(names["set"]) == model_keys | train_keys | gen_keys | {"autosave", "save_every", "threads",
+                                                                      "checkpoint_dir", "preset", "tokenizer",
+                                                                      "keys"}  # keys: what `:set lr` shows
     assert REGISTRY["set"].positional.name == "keys"
     assert names["save"] == ["name"] and names["load"] == ["name"] and names["ls"] == ["all"]
 

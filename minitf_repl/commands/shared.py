@@ -47,6 +47,16 @@ class Dropped:
 
 
 @dataclass
+class StoppedAside:
+    """A run stopped with steps to go that held the autosave, which an autosave's rotation moved down (to
+    autosave-1): `:load NAME`, then `:train`, still continues it."""
+
+    name: str  # where it is now, e.g. autosave-1
+    step: int  # the step it stopped at
+    steps_left: int  # the steps its run had still to go
+
+
+@dataclass
 class SaveResult:
     """What a save wrote (`:save`'s result; commands.checkpoints renders it)."""
 
@@ -163,6 +173,52 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         held_in=outcome["held_by"][0] if outcome["held_by"] else None,
         held_step=outcome["held_by"][1] if outcome["held_by"] else None,
     )
+
+
+def stopped_autosave(directory: Path) -> tuple[str, int, int] | None:
+    """(its meta_sha256, its step, the steps left) where the folder's autosave is a run stopped with steps to go; None
+    where there is none, its run ended, or its manifest cannot be read. Torch-free: the REPL asks at its start."""
+    from ..core.checkpoint.layout import steps_left
+    from ..core.checkpoint.reads import manifest_bytes
+
+    try:
+        manifest = json.loads(manifest_bytes(Path(directory) / AUTOSAVE_NAME) or b"null")
+        trainer, meta = manifest["trainer"], manifest["meta_sha256"]
+        left, step = int(steps_left(trainer)), int(trainer["step"])
+    except (ValueError, TypeError, KeyError, AttributeError, OSError):
+        return None
+    return (meta, step, left) if left > 0 and isinstance(meta, str) else None
+
+
+def moved_to(directory: Path, meta_sha256: str, keep: int) -> str | None:
+    """The autosave slot (autosave-1 .. autosave-`keep`) whose checkpoint is the save of `meta_sha256`, after a
+    rotation; None where none is (it was replaced, or deleted)."""
+    from ..core.checkpoint.reads import manifest_bytes
+
+    for k in range(1, keep + 1):
+        name = f"{AUTOSAVE_NAME}-{k}"
+        if _meta_of(manifest_bytes(Path(directory) / name)) == meta_sha256:
+            return name
+    return None
+
+
+def continues_line(name: str) -> str:
+    """What continues the stopped run of checkpoint `name`: `:load NAME, then :train`, or the shell's one line."""
+    from ..syntax import REPL, syntax
+
+    if syntax() == REPL:
+        return f"{restore(name)}, then {cmd('train')} continues it"
+    return f"{cmd('train', load=name)} continues it"
+
+
+def stopped_run_line(directory: Path) -> str | None:
+    """Said as the REPL starts where the folder's autosave is a run stopped with steps to go: nothing pointed to it,
+    and the first plain :train built a fresh model and pushed it down the rotation without a word. None otherwise."""
+    stopped = stopped_autosave(directory)
+    if stopped is None:
+        return None
+    _, step, left = stopped
+    return f"{AUTOSAVE_NAME} is a run stopped at step {step:,} of {step + left:,}: {continues_line(AUTOSAVE_NAME)}"
 
 
 def held_line(name: str, held_in: str, held_step: int) -> str:

@@ -19,7 +19,7 @@ from rich.console import Console
 from ..core import distributed
 from ..core.catalog import TASKS
 from ..core.config import PRODUCTS_ENV, TrainConfig
-from ..core.errors import PeerLost, TrainingDiverged, UserError, is_out_of_memory
+from ..core.errors import Interrupted, PeerLost, TrainingDiverged, UserError, is_out_of_memory
 from ..core.sizes import check_memory_free, check_trainable, checkpoint_bytes, parameter_count
 from ..core.watch import ONE_BLOCK, WATCH_VIEWS, WatchFrame, Watcher
 from ..core.words import count
@@ -38,9 +38,10 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, 
                       syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
-from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, WARM_UP_NOTE_FROM, Dropped, all_warm_up, file_changed_once,
-                     held_line, load_checked, rebuilt_line, recipe_line, refuse_a_path, redraw_untrained, save_session,
-                     seed_kept_line, start_fresh, switch_data, unseen_by)
+from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, WARM_UP_NOTE_FROM, Dropped, SaveResult, StoppedAside,
+                     all_warm_up, continues_line, file_changed_once, held_line, load_checked, moved_to, rebuilt_line,
+                     recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line, start_fresh,
+                     stopped_autosave, switch_data, unseen_by)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -93,6 +94,10 @@ class TrainResult:
     # the symbols the validation data holds and the training data never does ("": none): a val loss no rate lowers
     held_out_only: str = ""
     dropped: Dropped | None = None  # the oldest autosave, deleted by this run's rotation; said where it was better
+    # the run stopped with steps to go that the autosave held, which this run's rotation moved down (to autosave-1),
+    # where :load NAME then :train still continues it (unsaid, it went out of the rotation four runs later); null:
+    # nothing of the kind
+    stopped_aside: StoppedAside | None = None
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
@@ -269,7 +274,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=25, elsewhere=ACCUMULATION_ELSEWHERE)  # fmt: skip
+], json_version=26, elsewhere=ACCUMULATION_ELSEWHERE)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -509,6 +514,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             reporter.on_step(info)
             if info.val_loss is not None:  # at each evaluation, outside the step's timing
                 watch(info.step, info.val_loss)
+    saver = RunAutosave(session, reporter, same_run=resumed)
+    if autosave and distributed.is_main():  # the one process that writes (rank 0 alone evaluates, too)
+        shown = on_step
+
+        def on_step(info) -> None:
+            shown(info)
+            saver.at_step(info)  # after the step's row is whole and drawn, outside its timing (run_elapsed, tokens/s)
     try:
         if watcher is not None:  # the frame before the first step: one that fails rolls the run back as a step would
             watch(trainer.step, None)
@@ -519,21 +531,25 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         # Under torchrun another rank died: the steps every rank completed are good (the one under way
         # was undone), so they are kept and saved, not rolled back; the command still fails.
         trained = e.step > step_before
-        raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed, trained)}") from None
+        raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, saver.same_run, trained)}") from None
     except TrainingDiverged as e:
         session.rollback(snapshot)
+        saver.say_kept()
         raise _diverged(session, train_config.lr, e, switched, train_config.optimizer,
                         train_config.weight_decay, given=args["lr"] is not None, dropped=dropped) from None
     except UserError:
         session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
+        saver.say_kept()
         raise
     except Exception as e:
         if not is_out_of_memory(e):
             session.rollback(snapshot)  # a bug part-way through a step (an internal error): the model is not left
+            saver.say_kept()
             raise  # with half an update in it, nor the run counted a step ahead of its weights
         # Out of memory part-way: like a divergence, the command failed, so it changes nothing.
         failed_step = session.trainer.step + 1
         session.rollback(snapshot)
+        saver.say_kept()
         smaller = train_config.batch_size // 2  # a batch of one has no smaller batch to offer: the window is left
         lower = "batch_size or max_seq_len" if smaller else "max_seq_len or the model size (batch_size is 1)"
         raise UserError(f"out of memory at step {failed_step}; the model, optimizer, run and settings "
@@ -574,14 +590,16 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         try:
             # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
             # two sessions autosaving at once keep both); a continued run replaces its own autosave only.
-            written = save_session(session, name, origin="autosave" if autosave else "save",
-                                   rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed, reporter=reporter,
-                                   keep_trained=save_as is not None)  # as :save NAME keeps a further-trained NAME
+            # the autosave replaces what this run saved during it (save_every), whose first save did the rotation
+            written = saver.save() if autosave else save_session(
+                session, name, origin="save", same_run=resumed, reporter=reporter,
+                keep_trained=True)  # as :save NAME keeps a further-trained NAME
             saved, kept, held = written.name, (written.kept_as, written.kept_step), (written.held_in, written.held_step)
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
             replaced = written.replaced and save_as is not None and own_save is None
             unseen = written.replaced_unseen if save_as is not None else None
-            moved, files, dropped = written.moved_aside, written.moved_files, written.dropped
+            moved, files, dropped = ((saver.moved_aside, saver.moved_files, saver.dropped) if autosave else
+                                     (written.moved_aside, written.moved_files, written.dropped))
         except UserError as e:
             # the core's way on in this front end's words, as dispatch.phrase words a command's error (not called
             # here: dispatch imports the commands): --checkpoint-dir DIR from the shell, :set checkpoint_dir=DIR
@@ -595,8 +613,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
-        moved_aside=moved, moved_files=files, dropped=dropped, kept_as=kept[0], kept_step=kept[1], held_in=held[0],
-        held_step=held[1],
+        moved_aside=moved, moved_files=files, dropped=dropped, stopped_aside=saver.aside, kept_as=kept[0],
+        kept_step=kept[1], held_in=held[0], held_step=held[1],
         held_out_only=held_out() if (held_out := getattr(session.data, "held_out_only", None)) else "",
         schedule=schedule, constant_lr=constant_lr, constant_from=constant_from,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
@@ -842,6 +860,75 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
         f"({lr:g} diverged; {suggestion:g} {why})",
         step=e.step, what=e.what, value=e.value, fix={"lr": suggestion},
     )
+
+
+def _clock() -> float:
+    """The seconds save_every counts (a clock of its own, that a test can move on)."""
+    return time.monotonic()
+
+
+class RunAutosave:
+    """A run's autosave: written at its end, and during it as well, at the first evaluation save_every seconds (the
+    setting) after the command began or the last such save. Saved at its end alone, a run lost all of its steps to a
+    kill -9, the out-of-memory killer or a power cut during it.
+
+    What is written during the run is what a stop at that step leaves (the step whole, evaluated, the rest of the run to
+    go), so `:load autosave` then `:train` continues it exactly. The first save rotates the autosaves as the end's did
+    (what it moved and deleted is kept for the summary); every later one, and the end's, replaces this run's own
+    (same_run), so one run takes one slot. Called from on_step, after the step's timing: none of it is in the run's
+    elapsed or tokens/s."""
+
+    def __init__(self, session: Session, reporter: Reporter, same_run: bool):
+        self.session, self.reporter = session, reporter
+        self.same_run = same_run  # the autosave in the folder (or in a slot it was moved to) is this run's own
+        self.since = _clock()
+        self.step: int | None = None  # the step of the last save during the run; None: none
+        self.failed = False  # a save during the run failed, which was said (once)
+        # what the rotation did, at the save that rotated: as SaveResult's fields, and a stopped run moved down
+        self.moved_aside: str | None = None
+        self.moved_files = False
+        self.dropped: Dropped | None = None
+        self.aside: StoppedAside | None = None
+
+    def at_step(self, info) -> None:
+        """After a step: the autosave, where the step was evaluated, is not the run's last, and save_every has passed.
+        Not where a stop was asked: the run stops after this step and saves then."""
+        every = self.session.shell_config.save_every
+        if (not every or info.val_loss is None or info.run_step >= info.run_steps or self.reporter.should_stop()
+                or _clock() - self.since < every):
+            return
+        try:
+            self.save()
+            self.step = info.step
+        except UserError as e:  # a full disk, a busy folder: the run goes on, and its end saves or says why not
+            if isinstance(e, Interrupted):  # a Ctrl-C that cut the save short asks the stop it came for
+                self.reporter.request_stop()
+            elif not self.failed:
+                self.reporter.notice(f"the autosave at step {info.step:,} failed ({e}); the run goes on, and saves "
+                                     "at its end")
+            self.failed = True
+        self.since = _clock()
+
+    def save(self) -> SaveResult:
+        """Write the autosave of the run as it is now (rotating the others, the first time)."""
+        directory = self.session.checkpoint_dir
+        stopped = stopped_autosave(directory) if self.aside is None else None  # read before the rotation moves it
+        written = save_session(self.session, AUTOSAVE_NAME, origin="autosave", rotate=AUTOSAVES_KEPT,
+                               same_run=self.same_run, reporter=self.reporter)
+        self.same_run = True  # written: this run's own from now on, wherever another session's rotation moves it
+        if written.moved_aside is not None or written.dropped is not None:
+            self.moved_aside, self.moved_files, self.dropped = written.moved_aside, written.moved_files, written.dropped
+        if stopped is not None and written.moved_aside is None:
+            where = moved_to(directory, stopped[0], AUTOSAVES_KEPT)
+            self.aside = StoppedAside(where, stopped[1], stopped[2]) if where is not None else None
+        return written
+
+    def say_kept(self) -> None:
+        """After a run that failed and was rolled back: the autosave written during it stays, and says so (the
+        command changed the folder, though not the session)."""
+        if self.step is not None:
+            self.reporter.notice(f"{AUTOSAVE_NAME} holds this run's step {self.step:,}, saved during it (save_every) "
+                                 "before it failed; the session goes back to where this training began")
 
 
 def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool,
@@ -1116,6 +1203,10 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
         elif result.moved_aside is not None:  # a checkpoint saved by name as `autosave`: kept, under another name
             say(console, f"{result.saved} held a checkpoint saved by name, not a run's autosave: it is kept as "
                          f"{result.moved_aside} ({restore(result.moved_aside)} restores it)", "yellow")
+        if (aside := result.stopped_aside) is not None:  # unsaid, it went out of the rotation four runs later
+            say(console, f"{AUTOSAVE_NAME} held an unfinished run (stopped at step {aside.step:,} of "
+                         f"{aside.step + aside.steps_left:,}): it is now {aside.name}; {continues_line(aside.name)}",
+                "yellow")
     if result.save_error:  # an error where it fails the command (a one-shot shell exits 1), as its stderr line says
         say(console, f"{'error' if syntax() == SHELL else 'warning'}: not saved: {result.save_error}", "yellow")
     elif not result.saved and result.steps and syntax() == SHELL:  # autosave=off, no --save: ended without a word
