@@ -474,7 +474,7 @@ def test_save_results_are_json(checkpoint_dir):
     assert set(to_json(run(s, ":save x"))) == {"name", "path", "step", "size_bytes", "seconds", "replaced",
                                                   "architecture", "ablations", "replaced_unseen", "moved_aside",
                                                   "dropped", "moved_files", "kept_as", "kept_step", "held_in",
-                                                  "held_step"}
+                                                  "held_step", "waited", "waited_for"}
     assert to_json(run(s, ":ls"))["rows"][0]["name"] in ("x", "autosave")
     assert to_json(run(s, ":train steps=1"))["saved"] == "autosave"
 

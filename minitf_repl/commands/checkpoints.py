@@ -35,9 +35,10 @@ from .shared import (AUTOSAVES_KEPT, SaveResult, ablations_gone, held_line, keep
                      quantized_gone, refuse_a_path, save_session, unseen_by)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
-    from ..core.checkpoint import CheckpointInfo
+    from ..core.checkpoint import CheckpointInfo, Leftover
 
 FAMILY = "checkpoints"  # the heading :help lists this module's commands under
+WAIT_SAID = 0.1  # seconds a save waited for another's lock before that wait is said (a :ls's look takes ~20 ms)
 
 
 DEFAULT_SAVE_NAME = "last"
@@ -49,7 +50,7 @@ DEFAULT_SAVE_NAME = "last"
     Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
           "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint,
           dash=False, path=True, browse="hf"),
-], interruptible=True, json_version=9)  # fmt: skip
+], interruptible=True, json_version=10)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from ..core.checkpoint import check_name, check_save_target
@@ -173,7 +174,10 @@ def _folder_context(session: Session) -> int | None:
 def render_save(result: SaveResult, console: Console) -> None:
     what = "replaced checkpoint" if result.replaced else "saved" if result.architecture else "saved checkpoint"
     text = Text(f"{what} {result.name}", style="green")
-    text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s)")
+    # a wait under WAIT_SAID (a :ls that looked at the lock) is no one's news
+    waited = (f", after {result.waited:.2f} s waiting for {result.waited_for or 'another'}'s save"
+              if result.waited >= WAIT_SAID else "")
+    text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s{waited})")
     say(console, text)
     if result.kept_as is not None:  # never a trained model lost to one command (docs/checkpoints-and-safety.md)
         say(console, f"{result.name} held a model trained further (step {result.kept_step:,}) than this one: it is "
@@ -971,6 +975,9 @@ class LsResult:
     # why a folder given that does not exist holds none, and the folder of a near name that holds some (layout's
     # missing_folder); None where it exists or is the default one before any save
     missing: str | None = field(default=None, metadata={"view_only": True})
+    # what saves cut short (a minitf killed while saving) left in the folder, which the next save there removes: `du`
+    # counted a copy of the model per killed save that the listing never showed (core.checkpoint.debris)
+    leftovers: list[Leftover] = field(default_factory=list, metadata={"view_only": True})
 
 
 # The view lists the newest this many: a folder of 400 checkpoints was 800 lines, the newest (listed first) far
@@ -982,14 +989,15 @@ LS_SHOWN = 40
          params=[Param("all", bool, default=False, help=f"list every checkpoint, not the newest {LS_SHOWN}")],
          json_version=9)  # fmt: skip
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
-    from ..core.checkpoint import list_checkpoints, misnamed
+    from ..core.checkpoint import leftovers, list_checkpoints, misnamed
 
     from ..core.checkpoint.layout import missing_folder
 
     rows = list_checkpoints(session.checkpoint_dir)
     return LsResult(rows=rows, directory=str(session.checkpoint_dir), misnamed=misnamed(session.checkpoint_dir),
                     all=bool(args["all"]), pinned=pinned_slots(rows, session.checkpoint_dir),
-                    missing=missing_folder(session.checkpoint_dir) if not rows else None)
+                    missing=missing_folder(session.checkpoint_dir) if not rows else None,
+                    leftovers=leftovers(session.checkpoint_dir))
 
 
 def pinned_slots(rows: list[CheckpointInfo], directory) -> list[str]:
@@ -1030,6 +1038,7 @@ def render_ls(result: LsResult, console: Console) -> None:
     if not result.rows:
         note(console, f"no checkpoints in {result.directory} yet; {writes_one()}")
         misnamed_note(result.misnamed, console)
+        leftovers_note(result.leftovers, console)
         return
     listed = result.rows if result.all else result.rows[:LS_SHOWN]  # newest first: the newest are listed
     # the dtype column where the listed checkpoints trained in both: their losses differ by rounding (about 0.01), and
@@ -1082,6 +1091,7 @@ def render_ls(result: LsResult, console: Console) -> None:
                       f"{len(result.rows)} are): {cmd('ls', all=True)} lists every one")
     misnamed_note(result.misnamed, console)
     pinned_note(result.pinned, console)
+    leftovers_note(result.leftovers, console)
     note(console, f"{restore('NAME')} restores one; {writes_one()}")
 
 
@@ -1109,3 +1119,17 @@ def misnamed_note(names: list[str], console: Console) -> None:
     say(console, f"not listed: {count(len(names), 'folder')} here {'holds' if one else 'hold'} a checkpoint under a "
                  f"name that cannot be loaded ({shown}); rename {'it' if one else 'them'} with ASCII letters, "
                  "digits, '.', '_' or '-'" + (f", e.g. {example}" if example else ""), "yellow")
+
+
+def leftovers_note(found: list[Leftover], console: Console) -> None:
+    """What saves cut short left in the folder, in one line under the list: the sizes :ls gives are the checkpoints'
+    own, and `du` counted a copy of the model per killed save besides."""
+    if not found:
+        return
+    parts = [f"{one.name} ({fmt.size(one.size_bytes)}: "
+             + (f"{count(one.count, 'file')} its checkpoint does not use)" if one.inside else
+                f"{'a save' if one.count == 1 else f'{one.count} saves'} of it that never finished)")
+             for one in found]
+    say(console, f"saves cut short (a minitf killed while saving) left "
+                 f"{fmt.size(sum(one.size_bytes for one in found))} here: {', '.join(parts)}; the next save into this "
+                 "folder removes it", "yellow")

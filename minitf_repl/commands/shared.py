@@ -86,6 +86,9 @@ class SaveResult:
     # step): that checkpoint's name, and nothing kept; null: nothing of the kind
     held_in: str | None = None
     held_step: int | None = None  # the step of the model held so; null: none was
+    # seconds the save waited for another save's lock on the folder before writing, not in `seconds`; 0.0: none
+    waited: float = 0.0
+    waited_for: str | None = None  # whose save it waited for ("minitf on HOST (pid N)"); null: none, or unknown
 
 
 def say_emulated(dtypes, device, reporter) -> None:
@@ -125,7 +128,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
     outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None, "moved_aside": None,
-               "dropped": None, "kept_aside": None, "held_by": None}
+               "dropped": None, "kept_aside": None, "held_by": None, "waited": (0.0, None)}
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
@@ -162,7 +165,8 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     session.save_refused_in = None  # the folder took this save: a later full disk is said by its own save
     return SaveResult(
         name=name, path=os.path.abspath(path), step=session.trainer.step,
-        size_bytes=outcome["size_bytes"], seconds=time.perf_counter() - start,
+        # the write alone: "10.52 s" counted the wait for another session's save, said apart (waited)
+        size_bytes=outcome["size_bytes"], seconds=max(0.0, time.perf_counter() - start - outcome["waited"][0]),
         replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
         replaced_unseen=_unseen_step(session, outcome["replaced_meta"]),
         moved_aside=outcome["moved_aside"][0] if outcome["moved_aside"] else None,
@@ -172,6 +176,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         kept_step=outcome["kept_aside"][1] if outcome["kept_aside"] else None,
         held_in=outcome["held_by"][0] if outcome["held_by"] else None,
         held_step=outcome["held_by"][1] if outcome["held_by"] else None,
+        waited=round(outcome["waited"][0], 3), waited_for=outcome["waited"][1],
     )
 
 

@@ -19,7 +19,8 @@ place; an existing NAME gets new data files under fresh ids, then a new checkpoi
 old one in one `os.replace`, and only then are the old data files deleted. Whatever stops a save
 (a full disk, Ctrl-C, a killed process), the previous checkpoint of that name still loads, and a
 half-written one is never visible: temporary names start with '.', and files that no manifest
-names are ignored (the next save into the folder removes them).
+names are ignored (the next save into the folder removes them; until then `:ls` says what they
+take, and `:load` of a new name whose save was cut short says so: debris.py).
 
 Saves are safe under concurrency. Every save (and every rotation of autosaves) holds the folder's
 lock, `DIR/.minitf.lock`, from before it touches anything until it is done, so two sessions, two
@@ -59,6 +60,7 @@ The package, by concern (each module's docstring says more):
     manifest.py   the bytes: tensors to safetensors, the manifest's one spelling, its checksum and checks
     reads.py      bounded reads: regular files of their recorded size only, pickles refused unopened
     locks.py      the folder lock (flock, or an exclusive-create file with its owner)
+    debris.py     what saves cut short (kill -9) left, while no save runs: for :ls and :load to say
     store.py      saving atomically under the lock, sharing identical data files, rotating autosaves
     loading.py    validating a checkpoint against the model it describes, and restoring it
     listing.py    one row per checkpoint for :ls, a broken one with its reason
@@ -68,13 +70,14 @@ The names below are the package's public interface: `from minitf_repl.core.check
 and `from minitf_repl.core import checkpoint as ckpt` reach them here. They load on first use (PEP 562's
 module `__getattr__`): loading and saving need torch and the model, but listing (:ls, `minitf ls`), checking
 a name and the folder lock need neither, and a one-shot `minitf ls` that imported every module here waited
-about a second for torch only to read a few JSON manifests. layout, reads, manifest, values, listing and
-locks import no torch at module level (tests/test_sweep_ss.py); loading and store do.
+about a second for torch only to read a few JSON manifests. layout, reads, manifest, values, listing, locks
+and debris import no torch at module level (tests/test_sweep_ss.py); loading and store do.
 """
 
 import importlib
 
 _HOMES = {
+    "debris": ("Leftover", "leftovers"),
     "layout": ("FORMAT_NAME", "FORMAT_VERSION", "MANIFEST", "MAX_MANIFEST_BYTES", "ORIGINS", "Checkpoint",
                "CheckpointInfo", "check_name", "check_save_target", "last_own_evaluation"),
     "listing": ("checkpoint_info", "list_checkpoints", "misnamed"),
@@ -84,14 +87,14 @@ _HOMES = {
     "reads": ("manifest_bytes",),
     "store": ("NameTaken", "rotate", "save_checkpoint"),
 }
-_MODULES = ("layout", "listing", "loading", "locks", "manifest", "reads", "store", "values")
+_MODULES = ("debris", "layout", "listing", "loading", "locks", "manifest", "reads", "store", "values")
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "HELD_FILE", "LOCK_FILE", "LOCK_WAIT", "MANIFEST", "MAX_MANIFEST_BYTES", "ORIGINS",
-    "Checkpoint", "CheckpointInfo", "NameTaken", "build_model", "check_loadable", "check_name", "check_save_target",
-    "checkpoint_data", "checkpoint_info", "data_found_elsewhere", "folder_lock", "last_own_evaluation",
-    "list_checkpoints", "load_checkpoint", "manifest_bytes",
+    "Checkpoint", "CheckpointInfo", "Leftover", "NameTaken", "build_model", "check_loadable", "check_name",
+    "check_save_target", "checkpoint_data", "checkpoint_info", "data_found_elsewhere", "folder_lock",
+    "last_own_evaluation", "leftovers", "list_checkpoints", "load_checkpoint", "manifest_bytes",
     "misnamed", "restore", "restore_rng", "restore_trainer", "rotate", "save_checkpoint", "weights_from",
 ]
 

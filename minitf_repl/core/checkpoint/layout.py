@@ -443,6 +443,20 @@ def _holds_manifest(folder: Path) -> bool:
 LISTED = 12  # the saved names a "no checkpoint named" error lists; a folder of hundreds stays one line
 
 
+def _cut_short(directory: Path, name: str) -> str:
+    """", where a save of NAME never finished (...)" where saves of NAME cut short left their temporary folders in DIR,
+    else "": `:load big2` after a `:save big2` killed halfway said "no checkpoint named 'big2'; did you mean big?", as if
+    the save had never run, while 17 MiB of it sat hidden in the folder."""
+    from .debris import in_words, unfinished
+
+    found = unfinished(directory, name)
+    if found is None:
+        return ""
+    saves = "a save" if found.count == 1 else f"{found.count} saves"
+    return (f", where {saves} of {name} never finished (a minitf killed while saving?), leaving {in_words(found)} "
+            "that the next save into that folder removes")
+
+
 def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
     if not path.exists():
         blocker = nearest_existing(directory)
@@ -462,7 +476,7 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
                                   f"not exist); {fix}")
         check_not_a_checkpoint(directory)
         names = _existing_names(directory)
-        where = f"in {directory}"
+        where = f"in {directory}" + _cut_short(directory, name)
         if names:
             # a name typed in another case, or one letter off (`Foxy`, `autosav`): that one first; the list kept short
             import difflib

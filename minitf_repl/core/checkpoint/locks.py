@@ -5,6 +5,8 @@ dies, however it dies), else an exclusive-create file DIR/.minitf.lock.held whos
 token, the host, the pid, the PID namespace and the boot) is written into it, so that a lock left
 by a dead process is recognised on the host and in the PID namespace it came from and nowhere else
 (on Windows, which has neither a boot id nor PID namespaces, on the host whose pid it names is gone).
+A save waits for the holder up to LOCK_WAIT seconds, but not for a holder of this machine that is stopped (Ctrl-Z):
+that one goes on only when resumed, and the error says how (folder_lock._give_up_on_a_stopped_holder).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ except ImportError:  # Windows: the exclusive-create lock only
 from ..errors import CheckpointError
 from ..interrupts import may_cut_short
 from ..paths import cut_middle, on_windows
+from .layout import ANOTHER_DIR
 from .reads import open_regular, read_open
 
 
@@ -34,6 +37,11 @@ HELD_FILE = ".minitf.lock.held"  # the exclusive-create lock, where the file sys
 LOCK_WAIT = 120.0  # seconds a save waits for another save into the same folder before it gives up
 WAIT_NOTICE = 1.0  # seconds of waiting after which `on_wait` hears who it waits for (a large save takes a while)
 PROCESS_TOKEN = secrets.token_hex(8)  # this process, wherever its pid came from
+# A holder stopped halfway through its save (Ctrl-Z in its terminal) goes on only when someone resumes it: a save that
+# waited for it waited the whole LOCK_WAIT, then said "try again when that save is done", which failed the same way
+# until someone typed `fg`. It is given up on once seen stopped this long (a moment's stop that goes on is waited for).
+STOPPED_GRACE = 0.5
+STOPPED_LOOK = 0.1  # seconds between two looks at whether the holder is stopped (two small reads in /proc)
 
 
 def unlink(path: Path) -> None:
@@ -74,13 +82,20 @@ class folder_lock:
         self._fd: int | None = None
         self._held: Path | None = None
         self._told = False
+        self._stopped_since: float | None = None  # when the holder was first seen stopped (None: not now)
+        self._next_look = 0.0
+        # the seconds this lock was waited for before it was taken, and whose save it waited for (None: it was free),
+        # for a save to say apart from its own time: "10.52 s" was mostly another session's save
+        self.waited = 0.0
+        self.waited_for: str | None = None
 
     def __enter__(self):
         deadline = time.monotonic() + self.wait
         self._since = time.monotonic()
-        if fcntl is not None and self._enter_flock(deadline):
-            return self
-        self._enter_exclusive(deadline)
+        if fcntl is None or not self._enter_flock(deadline):
+            self._enter_exclusive(deadline)
+        if self.waited_for is not None:
+            self.waited = time.monotonic() - self._since
         return self
 
     def __exit__(self, *exc) -> None:
@@ -106,7 +121,7 @@ class folder_lock:
                     # the path whole, never clipped: it is one to act on
                     raise CheckpointError(f"{path} is not a regular file; remove it, then save again")
                 while not flock(fd):
-                    self._wait_or_give_up(deadline, path)
+                    self._wait_or_give_up(deadline, path, fd=fd)
                 if _same_file(fd, path):
                     if writable:
                         os.ftruncate(fd, 0)
@@ -142,8 +157,11 @@ class folder_lock:
             self._held = path
             return
 
-    def _wait_or_give_up(self, deadline: float, path: Path, remove_hint: bool = False) -> None:
+    def _wait_or_give_up(self, deadline: float, path: Path, remove_hint: bool = False, fd: int | None = None) -> None:
         flocked = not remove_hint  # the flock's file (HELD_FILE's waits say how to remove it)
+        if self.waited_for is None:
+            self.waited_for = _who(path, flocked)
+        self._give_up_on_a_stopped_holder(path, fd)
         if self.on_wait is not None and not self._told and time.monotonic() - self._since >= WAIT_NOTICE:
             self._told = True
             # Ctrl-C stops the wait only where it raises at once (core.interrupts.cut_short): :train's autosave and
@@ -161,6 +179,120 @@ class folder_lock:
                 f"more than {self.wait:.0f} s; try again when that save is done{hint}"
             )
         time.sleep(0.02)
+
+    def _give_up_on_a_stopped_holder(self, path: Path, fd: int | None) -> None:
+        """Raise CheckpointError where the lock's holder, a process of this machine, has been stopped (state T) for
+        STOPPED_GRACE seconds: it holds the folder until someone resumes it, which the error says how to do."""
+        now = time.monotonic()
+        if now < self._next_look:
+            return
+        self._next_look = now + STOPPED_LOOK
+        pid = _flock_holder(fd) if fd is not None else _owner_pid(path)
+        if pid is None or _process_state(pid) != "T":
+            self._stopped_since = None
+            return
+        if self._stopped_since is None:
+            self._stopped_since = now
+        if now - self._stopped_since < STOPPED_GRACE:
+            return
+        owner = _read_owner(path)
+        who = (f"minitf on {owner.get('host', '?')} (pid {pid})" if owner and owner.get("pid") == pid
+               else f"another minitf (pid {pid})")
+        raise CheckpointError(
+            f"the checkpoint folder {cut_middle(str(self.directory))} is busy: {who} is stopped (Ctrl-Z) halfway "
+            f"through a save there, and holds it until it goes on; resume it (fg in its terminal, or kill -CONT "
+            f"{pid}), or {ANOTHER_DIR}"
+        )
+
+
+def _flock_holder(fd: int) -> int | None:
+    """The pid that holds the flock on the open file `fd`, as /proc/locks lists it (Linux, the pid as this process
+    sees it; 0 there: of a PID namespace this one cannot see); None where that is not told. The owner written in the
+    file may be an earlier holder's (_open_lock_file), never one to tell to resume."""
+    try:
+        st = os.fstat(fd)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    lock = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        fields = line.split()  # "1: FLOCK  ADVISORY  WRITE 16569 fe:00:2302496 0 EOF" ("1: -> FLOCK ...": a waiter)
+        if len(fields) >= 6 and fields[1:2] == ["FLOCK"] and fields[3] == "WRITE" and fields[5] == lock:
+            return int(fields[4]) if fields[4].isdigit() and int(fields[4]) > 0 else None
+    return None
+
+
+def _owner_pid(path: Path) -> int | None:
+    """The pid of the exclusive-create lock's owner where it is a process of this machine that this process sees (this
+    boot, this PID namespace), started before it took the lock (a pid reused since is someone else); None else."""
+    owner, me = _read_owner(path), lock_owner()
+    if not owner or not me["boot"] or not me["pidns"] or owner.get("token") == PROCESS_TOKEN or any(
+            owner.get(key) != me[key] for key in ("host", "boot", "pidns")):
+        return None
+    pid, since = owner.get("pid"), owner.get("since")
+    if not isinstance(pid, int) or pid <= 0 or not isinstance(since, (int, float)):
+        return None
+    started = _process_start(pid)
+    return pid if started is not None and started <= since + 2 else None  # /proc/stat's btime is whole seconds
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields from the state on (the third field: the name before it may hold spaces); None where
+    there is no such process or no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split() or None
+
+
+def _process_state(pid: int) -> str | None:
+    """A process's state letter (R running, S sleeping, T stopped, ...); None where it is not told."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def _process_start(pid: int) -> float | None:
+    """When process `pid` started, in seconds since the epoch (its starttime after the boot's btime); None where not
+    told."""
+    fields = _stat_fields(pid)
+    try:
+        with open("/proc/stat", encoding="ascii", errors="replace") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError, IndexError, TypeError):
+        return None
+
+
+def held_now(directory: Path) -> bool:
+    """Whether a save holds DIR's lock at this moment (True too where that cannot be told): while none does, every
+    temporary file of a save in the folder is a dead one's (debris.leftovers). Looked at without taking the lock:
+    a shared flock, given back at once, which no save waits on longer than its next try (20 ms)."""
+    held = directory / HELD_FILE
+    if os.path.lexists(held) and not _is_stale(held):
+        return True
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(directory / LOCK_FILE, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False  # a save holds the file it locks until it is done
+    except OSError:
+        return True
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError as e:
+        return e.errno not in _NO_LOCKS  # no flock on this file system: HELD_FILE told
+    finally:
+        os.close(fd)  # gives the shared lock back
+    return False
 
 
 def _open_lock_file(path: Path, flags: int) -> tuple[int, bool]:

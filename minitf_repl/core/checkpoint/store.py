@@ -86,7 +86,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     another session may save NAME between a caller's look and this save; and "replaced_meta", that checkpoint's
     (meta_sha256, step) (None if none, or unreadable); and "meta_sha256", the checksum of the checkpoint this save
     writes, set before it takes the lock: which save NAME holds is told by it, never by reading NAME back, which
-    another session may have saved over meanwhile; "model_file", its model file's entry (reads.holding). `on_wait`:
+    another session may have saved over meanwhile; "model_file", its model file's entry (reads.holding); "waited",
+    (the seconds it waited for another save's lock, whose save in words or None where the lock was free), which a
+    caller says apart from the save's own time ("10.52 s" of a save was another session's). `on_wait`:
     hears one line when the save has waited a while for another one's lock (locks.folder_lock).
     """
     model = require_model(model, "save_checkpoint")  # torch.compile(model): its own weights, under their own names
@@ -187,7 +189,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     try:
         directory.mkdir(parents=True, exist_ok=True)
         made = True
-        with folder_lock(directory, on_wait=on_wait):
+        with folder_lock(directory, on_wait=on_wait) as lock:
+            if outcome is not None:
+                outcome["waited"] = (lock.waited, lock.waited_for)
             _remove_dead_temp_dirs(directory)
             _remove_dead_strays(directory)
             if exclusive and os.path.lexists(target):
