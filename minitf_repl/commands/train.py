@@ -34,8 +34,8 @@ from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, invoked_with, option, restore, speaking,
-                      syntax, train_first, typed_again, watch_first)
+from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, invoked_with, named, option, restore,
+                      speaking, syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, WARM_UP_NOTE_FROM, Dropped, SaveResult, StoppedAside,
@@ -98,6 +98,9 @@ class TrainResult:
     # where :load NAME then :train still continues it (unsaid, it went out of the rotation four runs later); null:
     # nothing of the kind
     stopped_aside: StoppedAside | None = None
+    # the val loss ended above BLOWN_UP x ln V, its train loss too: training made the model worse than a uniform guess
+    # (a rate too high for it), said in words; here for a script, whose exit status stays 0 (the run ran as asked)
+    worse_than_uniform: bool = False
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
@@ -274,7 +277,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=26, elsewhere=ACCUMULATION_ELSEWHERE)  # fmt: skip
+], json_version=27, elsewhere=ACCUMULATION_ELSEWHERE)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -643,7 +646,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
-    if not blown_up(result):
+    result.worse_than_uniform = blown_up(result)
+    if not result.worse_than_uniform:
         session.note_good_lr(train_config.lr)
     return result
 
@@ -1170,7 +1174,11 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
                       "cosine)")
     if result.saved:
         what = "replaced checkpoint" if result.replaced else "saved checkpoint"
-        note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
+        # from the shell a command's session ends with it: the next `minitf train` starts a new run (and moves this
+        # one down the rotation), which a script writer learned only from the numbers; the line that continues it
+        goes_on = (f"; {cmd('train', load=result.saved)} continues it, a {named('train')} without --load starts anew"
+                   if syntax() == SHELL and not result.stopped else "")
+        note(console, f"{what} {result.saved} ({restore(result.saved)} restores it{goes_on})")
         if result.launch is not None:
             ranks, each = result.launch
             note(console, f"trained by {ranks} processes at batch_size {each} each, a global batch of {ranks * each}: "
