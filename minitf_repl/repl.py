@@ -39,6 +39,7 @@ from rich.console import Console
 
 from . import __version__
 from .commands import REGISTRY
+from .commands.shared import stopped_run_line
 from .core.catalog import CORPORA, TASKS, no_file_named
 from .core.errors import UserError
 from .core.paths import adopt_old_history, cut_middle, history_path
@@ -648,12 +649,21 @@ def toolbar_text(session, width: int | None = None) -> str:
     # a run stopped between two evaluations: its val loss was measured before the step shown, as :train's end line,
     # :ls and :load say (the shorter lines leave it out)
     at = f" (step {st.val_step:,})" if val and st.val_step is not None and st.val_step != st.step else ""
-    both = " | ".join(([f"train loss {train}"] if train else []) + ([f"val loss {val}{at}"] if val else []))
-    one = f"val loss {val}{at}" if val else (f"train loss {train}" if train else "loss -")
-    short = f"val {val}" if val else (f"train {train}" if train else "loss -")
-    # the shorter lines keep the val loss's step while they can: at 80 columns the medium line was 81 long, and the
-    # next one dropped "(step 350)" where it could have dropped the labels alone
-    short_at = f"val {val}{at}" if val else short
+    # the losses are the model's without the parts ablated (its training's and evaluations'): beside "ablated: the
+    # positions" the val of the whole model (1.9248) read as the ablated one's, which :ablate had just said was 2.1881.
+    # Said while it fits beside the parts' names, and given up before them where it does not (60 columns, two parts
+    # and the int8 copy)
+    whose = " (unablated)" if st.ablated and (train or val) else ""
+
+    def losses(whose: str) -> tuple[str, str, str, str]:
+        both = " | ".join(([f"train loss {train}"] if train else []) + ([f"val loss {val}{at}"] if val else []))
+        one = f"val loss {val}{at}" if val else (f"train loss {train}" if train else "loss -")
+        short = f"val {val}" if val else (f"train {train}" if train else "loss -")
+        # the shorter lines keep the val loss's step while they can: at 80 columns the medium line was 81 long, and
+        # the next one dropped "(step 350)" where it could have dropped the labels alone
+        short_at = f"val {val}{at}" if val else short
+        return (both + whose if both else "loss -"), one + whose, short_at + whose, short + whose
+
     # Every view and :gen run on the ablated model, and :gen samples the int8 copy: the bar says so while either is
     # on, after the step (what the model is). The parts off are named while they fit (the device and the size go
     # first: :config and :device say them), then the first of them with a count, then the word alone.
@@ -661,8 +671,9 @@ def toolbar_text(session, width: int | None = None) -> str:
     ablated = ([f" | ablated: {', '.join(parts)}"] + ([f" | ablated: {parts[0]} +{len(parts) - 1}"] if len(parts) > 1
                                                       else []) + [" | ablated"]) if parts else [""]
     marks = [mark + (" | int8" if st.int8 else "") for mark in ablated]
-    candidates = [line for mark in marks for line in (
-        f" device {st.device} | {params} | step {st.step:,}{mark} | {both or 'loss -'} | data {data} ",
+    candidates = [line for mark in marks for both, one, short_at, short in map(losses, dict.fromkeys((whose, "")))
+                  for line in (
+        f" device {st.device} | {params} | step {st.step:,}{mark} | {both} | data {data} ",
         f" device {st.device} | {params} | step {st.step:,}{mark} | {one} | data {data} ",
         f" {st.device} | {params} | step {st.step:,}{mark} | {short_at} | {data} ",
         f" {st.device} | {params} | step {st.step:,}{mark} | {short} | {data} ",
@@ -675,7 +686,7 @@ def toolbar_text(session, width: int | None = None) -> str:
         return fitting
     # Not even the shortest fits (a long file name at 40 columns): the name's end stays, marked as cut, rather than
     # prompt-toolkit cutting the line at the screen's edge mid-name with no sign of it.
-    head = f" step {st.step:,}{marks[-1]} | {short} | "
+    head = f" step {st.step:,}{marks[-1]} | {losses('')[3]} | "
     room = width - cell_len(head) - 1
     if room <= 1:  # no room for even "…" and a letter (40 columns, a part ablated and the int8 copy): the data goes,
         bare = head[:-2]  # then the line's end, cut where it would run past the edge, and marked so
@@ -753,6 +764,11 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     if loaded is None and (missing := missing_data_file(session.data_spec)) is not None:
         with speaking(door.front.syntax):
             say(err_console, f"warning: {missing}; {cmd('data', 'NAME|PATH')} picks other data", "yellow")
+    # a run stopped with steps to go (a terminal closed under :train): nothing pointed to it, and the first plain
+    # :train pushed it down the rotation
+    if loaded is None and (stopped := stopped_run_line(session.checkpoint_dir)) is not None:
+        with speaking(door.front.syntax):
+            say(console, stopped, "yellow")
     if session.device_name.strip().lower() not in ("auto", "cpu"):  # `minitf --device cuda` without CUDA: as the
         from .commands.settings import device_problem  # data file, said now, not at the first command that uses it
 
@@ -781,7 +797,8 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
             if (warned := warn_unsaved(door, warned)) is None:
                 break
             continue
-        except Terminated as e:  # SIGTERM or SIGHUP at the prompt: nothing runs, nothing to save
+        except Terminated as e:  # SIGTERM or SIGHUP at the prompt: nothing runs; a model in no checkpoint is kept
+            save_before_leaving(door, e.signum)
             return signal_status(e.signum)
         say_pending()
         first = False
@@ -931,6 +948,64 @@ def warn_unsaved(door: FrontDoor, warned: int | None) -> int | None:
         say(door.err, f"warning: the model trained to step {step:,} is in no checkpoint ({why}); {keep}, and "
                       f"{cmd('quit')} or Ctrl-D again leaves without it", "yellow")
     return step
+
+
+LAST_SAVE_SECONDS = 20.0  # the most the save at SIGTERM or SIGHUP takes: a supervisor kills soon after (docker
+# stop's 10 s, systemd's 90 s), and a closed terminal has no one to wait for it; another session's save holding the
+# folder's lock (its wait is up to two minutes) is given up on
+
+
+def save_before_leaving(door: FrontDoor, signum: int) -> str | None:
+    """SIGTERM or SIGHUP at the prompt, where a model trained here is in no checkpoint (as warn_unsaved says at
+    :quit): one try to keep it as kept-DATE, a name no checkpoint has, so that nothing in the folder is replaced (the
+    autosave may be another run's), bounded by LAST_SAVE_SECONDS and asking nothing, since no one may be there. It
+    ended minitf at once, the model gone without a word, where :quit would have warned. Said in one line on standard
+    error, which a closed terminal may no longer take. Returns the name saved, or None."""
+    session = door.session
+    gone = session.saved_over
+    step = session.unsaved_step if session.autosave or gone is not None else None  # autosave off: the user's choice
+    if step is None:
+        return None
+    from .commands.shared import KEPT_NAMES, save_session
+    from .core.checkpoint import NameTaken
+
+    why = f"{signal.Signals(signum).name} ended minitf with the model trained to step {step:,} in no checkpoint"
+    name, problem = None, None
+    timed = hasattr(signal, "setitimer")  # Windows has no timer: the save takes what it takes
+
+    expired = []
+
+    def too_long(_signum, _frame):  # the save removes what it wrote, as at a Ctrl-C during :save
+        expired.append(True)
+        raise KeyboardInterrupt
+
+    # a supervisor repeats SIGTERM, and a closed terminal may send SIGHUP again: the save is not cut short by them
+    with handling(TERMINATING, signal.SIG_IGN), handling((signal.SIGALRM,) if timed else (), too_long):
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, LAST_SAVE_SECONDS)
+        try:
+            stamp = datetime.datetime.now().strftime("kept-%Y%m%d-%H%M%S")
+            for n in range(1, KEPT_NAMES + 1):
+                try:
+                    name = save_session(session, stamp if n == 1 else f"{stamp}-{n}", origin="kept",
+                                        exclusive=True).name
+                    break
+                except NameTaken:
+                    continue
+            else:
+                problem = f"{KEPT_NAMES} checkpoints named {stamp}* exist already"
+        except (KeyboardInterrupt, UserError) as e:  # the save turns the interrupt into its own words (Interrupted)
+            problem = (f"it took more than {LAST_SAVE_SECONDS:.0f} s, and was given up" if expired else
+                       "it was interrupted" if isinstance(e, KeyboardInterrupt) else str(e))
+        finally:
+            if timed:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    with speaking(door.front.syntax), contextlib.suppress(OSError):  # a closed terminal: EIO
+        if name is not None:
+            say(door.err, f"{why}: saved it as {name} ({cmd('load', name)} brings it back)", "yellow")
+        else:
+            error(door.err, f"{why}: saving it failed ({problem}), and it is lost")
+    return name
 
 
 # Words a shell's habit types alone at the prompt that name no command here, each with the way minitf does it: read as

@@ -140,3 +140,13 @@ def test_a_new_run_that_moves_a_stopped_run_down_the_rotation_says_where_it_went
     assert run(fresh, ":train steps=2").stopped_aside is None
     s = stop_a_run()
     assert run(s, ":train").stopped_aside is None
+
+
+def test_the_repl_opens_with_a_line_naming_the_stopped_run(checkpoint_dir):
+    """The greeting said nothing of a run stopped with steps to go, and the first :train pushed it aside (s59)."""
+    from minitf_repl.session import Session
+    from test_repl import drive
+
+    stop_a_run()
+    code, out, err, _ = drive(":quit\r", Session(data_spec="sort:4"))
+    assert "autosave is a run stopped at step 3 of 8: :load autosave, then :train continues it" in " ".join(out.split())

@@ -9,6 +9,7 @@ renderer at the end. `QuietReporter` shows notices alone, on stderr (the shell's
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import time
@@ -22,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core import distributed
+from ..core.interrupts import in_the_foreground, on_suspend, watching_stops
 from ..palette import terminal_safe, text_for_output
 from ..reporter import Reporter
 from . import fmt
@@ -404,6 +406,14 @@ class Redrawn:
             yield from line
 
 
+def _foreground(console: Console) -> bool:
+    """Whether minitf is the foreground job of the terminal `console` writes to (True where that cannot be asked)."""
+    try:
+        return in_the_foreground(console.file.fileno())
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return True
+
+
 def same_output(one: Console, other: Console) -> bool:
     """Whether two consoles write to the same place: one console, or two files open on the same file or terminal
     (stderr and stdout both a terminal, or `> run.log 2>&1`)."""
@@ -477,6 +487,9 @@ class RichReporter(Reporter):
         self._steps_done = self._run_steps = 0  # the training bar's count and total (on_train_start, on_step)
         self._eval_batches: int | None = None  # the validation batches of the run's evaluations (on_evaluate)
         self._dtype: str | None = None  # the dtype the run's steps run in (on_train_dtype), for the table's legend
+        self._held = contextlib.ExitStack()  # what the live display and the run hold until close(): signal handlers
+        self._stops = None  # a core.interrupts.StopWatch from on_train_start on: the seconds minitf was stopped
+        self._rows_at: list[tuple[float, int]] = []  # when each evaluated row came (time.monotonic()), and its step
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -488,6 +501,8 @@ class RichReporter(Reporter):
     # training ------------------------------------------------------------------------------------
     def on_train_start(self, run_steps: int, start_step: int, resumed: bool) -> None:
         self.training = True
+        if self._stops is None:  # the run's speeds are measured on the wall clock, which a stop does not stop
+            self._stops = self._held.enter_context(watching_stops())
         if not self.live:
             return
         self._bar_columns = self._train_columns
@@ -501,9 +516,27 @@ class RichReporter(Reporter):
         self._vocab_size = None
         self._frame = None
         self._shown = Redrawn()
-        self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=8)
-        self._live.start()
+        self._start_live(8)
         self._refresh()
+
+    def _start_live(self, per_second: int) -> None:
+        """Start the live display of self._shown. Rich's hides the cursor until it stops: a Ctrl-Z meanwhile showed it
+        again first (the shell's prompt had none until `fg`), and hides it on `fg` while the display runs on."""
+        self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=per_second)
+        self._live.start()
+        self._held.enter_context(on_suspend(lambda: self._cursor(True), lambda: self._cursor(False)))
+
+    def _cursor(self, shown: bool) -> None:
+        """Show or hide the terminal's cursor now, written past Rich's buffer (a signal handler may find it half
+        full); hidden only where the display still runs and minitf is the terminal's foreground job (after `bg` it
+        would hide the shell's)."""
+        if not shown and (self._live is None or not _foreground(self.console)):
+            return
+        try:
+            self.console.file.write("\x1b[?25h" if shown else "\x1b[?25l")
+            self.console.file.flush()
+        except (OSError, ValueError):  # a closed terminal
+            pass
 
     def _new_bar(self, description: str, **task) -> None:
         """A bar of one task, its columns in the form for the width and the task's numbers (_fit_bar)."""
@@ -572,6 +605,8 @@ class RichReporter(Reporter):
     def training_view(self) -> Group:
         """What the live display shows while training: the loss table, the watched view under it, the bar."""
         self._fit_bar()
+        if self._table is not None:  # the width now: a table begun on a narrowed terminal stayed narrow once widened
+            self._table.narrow = self.console.width < NARROW
         parts = [self._table] if self._table is not None else []
         frame = None
         if self._frame is not None:  # room left for the table's headings, a few rows and the bar
@@ -632,6 +667,8 @@ class RichReporter(Reporter):
                                   description=f"val {done}/{total}" if done < total else "train")
 
     def on_step(self, info) -> None:
+        if info.val_loss is not None:  # the row a stop before it is said of (stops_line)
+            self._rows_at.append((time.monotonic(), info.step))
         if self.lines and info.val_loss is not None:
             say(self.console, progress_line(info))
         if self._progress is None:
@@ -669,8 +706,7 @@ class RichReporter(Reporter):
         self._bar_columns = lambda form: self._labelled_columns(None, form)  # "compare", or the evaluation under way
         self._new_bar("compare", total=len(labels) * seeds * steps, completed=0)
         self._shown = Redrawn(Group(self._compare, self._progress))
-        self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=4)
-        self._live.start()
+        self._start_live(4)
 
     def on_compare_step(self, done: int, total: int) -> None:
         if self._progress is not None:
@@ -724,8 +760,7 @@ class RichReporter(Reporter):
             self._new_bar(what, total=total, completed=0)
             self._bar_label = what
             self._shown = Redrawn(self._progress)
-            self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=4)
-            self._live.start()
+            self._start_live(4)
         elif self._bar_label not in (None, what):  # another part of the work (:checks: causal, then training)
             self._bar_label = what
             self._bar_columns = lambda form: self._labelled_columns(what, form)
@@ -772,11 +807,33 @@ class RichReporter(Reporter):
                 self._refresh()
             self._live.stop()
             self._live = None
+        self._held.close()  # Ctrl-Z and SIGCONT as they were; the stop watch's thread ends
         if self._words is not None:
             self._words.flush()
 
     def finish(self, result) -> None:
-        """Render the result, taking into account what was already shown while it ran (streamed text)."""
+        """Render the result, taking into account what was already shown while it ran (streamed text); then, where
+        minitf was stopped during a run, for how long (stops_line)."""
+        self._show(result)
+        if (line := self.stops_line()) is not None:
+            say(self.console, line, "yellow")
+
+    def stops_line(self) -> str | None:
+        """What a run's speeds and times count that was no training: minitf stopped (Ctrl-Z, kill -STOP) for a while
+        during it. Measured on the wall clock (core.train), they counted the stop as steps: a row of 6,384 tokens/s
+        among rows of 15,000, and a summary of 30 s for 15 s of training, unexplained. None where it was not stopped
+        (for a second at least: a stop shorter reads as noise)."""
+        stops = self._stops.stops if self._stops is not None else []
+        seconds = sum(late for _, late in stops)
+        if seconds < 1:
+            return None
+        rows = sorted({next((step for at, step in self._rows_at if at > when), None) for when, _ in stops} - {None})
+        where = (f", before the row of step {rows[0]:,}" if len(rows) == 1 else
+                 f", before the rows of steps {', '.join(f'{step:,}' for step in rows)}" if rows else "")
+        return (f"minitf was stopped for {seconds:.1f} s during this run (Ctrl-Z or kill -STOP){where}: the times "
+                "and speeds measured across the stop count it (a row's elapsed and tokens/s, and the summary's)")
+
+    def _show(self, result) -> None:
         self.close()
         if self.streamed:
             self.out.print()
