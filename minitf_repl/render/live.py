@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import time
+from datetime import timedelta
 
 from rich import box
 from rich.console import Console, Group
@@ -93,7 +94,21 @@ def progress_line(info) -> str:
               "tokens_per_second": info.tokens_per_second, "elapsed": info.elapsed}
     parts = [f"{header} {show(values[key])}" for key, header, _, show, _ in LOSS_COLUMNS
              if values.get(key) is not None]
+    left = info.run_steps - info.run_step
+    if left > 0 and info.run_step > 0 and info.elapsed:  # the bar's eta, which a log has no bar to show
+        parts.append(f"eta {timedelta(seconds=round(info.elapsed / info.run_step * left))}")
     return f"step {info.step:,} (run {info.run_step:,}/{info.run_steps:,}): " + ", ".join(parts)
+
+
+FIRST_SIGN = 5.0  # seconds of a run without an evaluation's line after which a log says the pace, once
+
+
+def pace_line(step: int, run_steps: int, seconds: float) -> str:
+    """A run's pace before its first evaluation, as a log's one line: a script's :train said nothing for the 18 to 30
+    s before its first evaluation's line, where a terminal's bar counts and gives an eta."""
+    left = round(seconds / max(step, 1) * (run_steps - step))
+    return (f"step {step:,} of {run_steps:,} after {seconds:.1f} s: about {timedelta(seconds=left)} to go at this pace "
+            "(a line at each evaluation)")
 
 
 class LossTable:
@@ -490,6 +505,7 @@ class RichReporter(Reporter):
         self._held = contextlib.ExitStack()  # what the live display and the run hold until close(): signal handlers
         self._stops = None  # a core.interrupts.StopWatch from on_train_start on: the seconds minitf was stopped
         self._rows_at: list[tuple[float, int]] = []  # when each evaluated row came (time.monotonic()), and its step
+        self._began, self._paced = time.monotonic(), False  # the run's start; whether a log has its pace yet
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -503,6 +519,7 @@ class RichReporter(Reporter):
         self.training = True
         if self._stops is None:  # the run's speeds are measured on the wall clock, which a stop does not stop
             self._stops = self._held.enter_context(watching_stops())
+        self._began, self._paced = time.monotonic(), False  # a log's pace line (on_step), once a run
         if not self.live:
             return
         self._bar_columns = self._train_columns
@@ -671,6 +688,11 @@ class RichReporter(Reporter):
             self._rows_at.append((time.monotonic(), info.step))
         if self.lines and info.val_loss is not None:
             say(self.console, progress_line(info))
+            self._paced = True  # an evaluation's line gives the pace from here on
+        elif self.lines and not self._paced and (seconds := time.monotonic() - self._began) >= FIRST_SIGN \
+                and 0 < info.run_step < info.run_steps:
+            say(self.console, pace_line(info.run_step, info.run_steps, seconds))
+            self._paced = True
         if self._progress is None:
             return
         self._steps_done, self._run_steps = info.run_step, info.run_steps
