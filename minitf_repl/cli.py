@@ -17,13 +17,16 @@ import contextvars
 import difflib
 import errno
 import inspect
+import io
 import itertools
 import os
 import re
+import select
 import shlex
+import stat
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import click
 import typer
@@ -37,7 +40,7 @@ from .commands.settings import rebuilding_keys, setting_help
 from .core import distributed  # a light import: it loads torch only when asked to do something
 from .core.catalog import spec_forms
 from .core.errors import Interrupted, UsageError, UserError
-from .core.paths import default_checkpoint_dir, home_variable
+from .core.paths import default_checkpoint_dir, home_variable, on_windows
 from .core.words import count
 from .dispatch import (FAILED, PROGRAM, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, short_of_memory,
                        signal_status)
@@ -134,10 +137,10 @@ _ROOT_OPTIONS: list = [()]  # minitf's own options (the group's params), set as 
 
 def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None:
     """Where a --set names a setting the shell gives as an option of its own (SettingSpec.shell_option: checkpoint_dir
-    is --checkpoint-dir): the refusal, with the line as typed and that option in the pair's place. The folder is read
-    before --load: --set applies after it, and `minitf --set checkpoint_dir=D --load K` looked for K before D. So
-    where the line loads a checkpoint by name, the line copies it from `folder_now` (the session's folder) first:
-    `minitf --checkpoint-dir D --load K` alone found no K in D."""
+    is --checkpoint-dir): the refusal, with the line as typed and that option in the pair's place (given no value: a
+    UsageError). The folder is read before --load: --set applies after it, and `minitf --set checkpoint_dir=D --load
+    K` looked for K before D. So where the line loads a checkpoint by name, the line copies it from `folder_now` (the
+    session's folder) first: `minitf --checkpoint-dir D --load K` alone found no K in D."""
     options = {p.name: p.setting.shell_option for p in REGISTRY["set"].options
                if p.setting is not None and p.setting.shell_option is not None}
     given = next(((pair_key(p), p.partition("=")[2]) for value in settings for p in set_pairs(value)
@@ -146,7 +149,9 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
         return None
     name, folder = given
     if not folder.strip():  # the line with '' in it would be refused in turn ("--checkpoint-dir is empty")
-        return f"{name}= names no folder; give one as minitf's own option, e.g. minitf {options[name]} DIR ls"
+        # a missing value: a wrong command line (status 2), as --checkpoint-dir "" is
+        raise UsageError(f"{name}= names no folder; give one as minitf's own option, e.g. minitf {options[name]} DIR "
+                         "ls")
     words, line, i = _TYPED.get(), [], 0
     while i < len(words):
         word, eq, inline = words[i].partition("=")
@@ -1217,6 +1222,12 @@ def root(
     # ...and a command line a message suggests makes this same session: it starts with these options.
     given = [("--device", device), ("--checkpoint-dir", checkpoint_dir), ("--data", data), ("--load", load)]
     ctx.with_resource(invoked_with([(o, v) for o, v in given if v is not None] + [("--set", s) for s in settings]))
+    # An option given an empty value (a script's unset variable: --data "$DATA") is given, not left out: a missing
+    # value, a wrong command line (status 2, docs: exit status), as `train --save ""` is; refused before anything
+    # runs, never taken for the default (under torchrun `--device ""` was auto). (--load's and --set's below.)
+    if (empty := _empty_option(device, data, checkpoint_dir)) is not None:
+        _command_line_error(empty)
+        raise typer.Exit(2)
     quiet = False
     if distributed.launched():
         if ctx.invoked_subcommand is None:
@@ -1224,12 +1235,6 @@ def root(
             raise typer.Exit(1)
         device = join_ranks(ctx, device or "auto")
         quiet = not distributed.is_main()
-    # An option given an empty value (a script's unset variable: --data "$DATA") is given, not left out: refused
-    # as any other bad value is, where it is used, never taken for the default.
-    if checkpoint_dir is not None and not checkpoint_dir.strip():
-        _command_line_error("--checkpoint-dir is empty; give a directory, or leave the option out for the default "
-                            "($MINITF_CHECKPOINT_DIR if set, else ./checkpoints)")
-        raise typer.Exit(1)
     try:  # ./checkpoints is under it, and torch's libraries fail to load without it (a fatal error, no message)
         os.getcwd()
     except FileNotFoundError:
@@ -1270,19 +1275,24 @@ def root(
             raise typer.Exit(1)
     # --load "" and --set "" are refused before their commands run: a command's message would suggest a line with
     # the empty value in it again (`minitf --load '' load x`, `minitf --set '' set lr`).
-    if load is not None and not load.strip():
+    if load is not None and not load.strip():  # (after the session: its example names a checkpoint of its folder)
         _command_line_error(f"--load is empty; give a checkpoint's name, e.g. --load {_a_checkpoint(session)}, or "
                             "leave the option out to start a new model")
-        raise typer.Exit(1)
+        raise typer.Exit(2)
     if any(not pair.strip() for pair in settings):
         _command_line_error("--set is empty; give KEY=VALUE, e.g. --set lr=1e-3 (minitf set --help lists the keys), "
                             "or leave the option out")
-        raise typer.Exit(1)
+        raise typer.Exit(2)
     if (joined := _set_joined(settings)) is not None:
         _command_line_error(f"--set: {joined}")
         raise typer.Exit(2)  # the command line itself is wrong
     # before --load, which reads the folder
-    if (refusal := _folder_as_option(settings, session.checkpoint_dir)) is not None:
+    try:
+        refusal = _folder_as_option(settings, session.checkpoint_dir)
+    except UsageError as e:
+        _command_line_error(f"--set: {e}")
+        raise typer.Exit(2) from None
+    if refusal is not None:
         _command_line_error(f"--set: {refusal}")
         raise typer.Exit(1)
     loaded = None  # what --load brought: the REPL says it (a one-shot command's output is the command's alone)
@@ -1306,6 +1316,24 @@ def root(
         raise typer.Exit(open_shell(session, debug, loaded, transcript, quiet))
     if transcript and not quiet:  # `minitf --transcript tok 3`: no script's lines to print (see _transcript_unused)
         _transcript_unused("a command given on the command line has none")
+
+
+def _empty_option(device: str | None, data: str | None, checkpoint_dir: str | None) -> str | None:
+    """The refusal of minitf's own --device, --data or --checkpoint-dir given an empty value, else None."""
+    if device is not None and not device.strip():
+        from .core.device_names import ACCEPTED_FORMS  # (not core.device, which loads torch)
+
+        return f"--device is empty; give one of {ACCEPTED_FORMS}, or leave the option out for the default (auto)"
+    if data is not None and not data.strip():
+        from .core.catalog import CORPORA, TASKS
+
+        default = inspect.signature(Session).parameters["data_spec"].default
+        return (f"--data is empty; give one of {', '.join(CORPORA + TASKS)} or a file path, or leave the option out "
+                f"for the default ({default})")
+    if checkpoint_dir is not None and not checkpoint_dir.strip():
+        return ("--checkpoint-dir is empty; give a directory, or leave the option out for the default "
+                "($MINITF_CHECKPOINT_DIR if set, else ./checkpoints)")
+    return None
 
 
 def _asks_help(ctx: typer.Context) -> bool:
@@ -1540,13 +1568,105 @@ def open_shell(session: Session, debug: bool = False, loaded=None, transcript: b
     if loaded is None and (problem := data_problem(session.data_spec)) is not None:
         _command_line_error(f"--data: {problem}")
         return 1
+    try:
+        lines, text = _piped_script(session)
+    except KeyboardInterrupt:
+        return 130
+    if text:  # refused before any line runs, as a text where the command goes is (`minitf notes.txt`)
+        _command_line_error(_piped_text_refusal())
+        return 2
     repl.preload()
     out = console_for(force_terminal=False, no_color=True)
     err = console_for(stderr=True, force_terminal=False, no_color=True)
     try:
-        return repl.run_lines(repl.stdin_lines(), session, out, err, debug, transcript)
+        return repl.run_lines(repl.stdin_lines(lines), session, out, err, debug, transcript)
     except KeyboardInterrupt:
         return 130
+
+
+PIPED_TEXT_LINES = 20  # piped input whose first this many lines hold no command is a text, not a script
+_READ_AHEAD = 1 << 20  # the most bytes read to decide it: a text's lines may be whole paragraphs
+_PIPE_WAIT = 0.2  # seconds a pipe's next bytes are waited for while deciding it
+
+
+def _piped_script(session: Session) -> tuple[Iterator[bytes], bool]:
+    """Standard input's lines (bytes, for repl.stdin_lines), and whether they read as a text, not a script: its first
+    PIPED_TEXT_LINES lines that are neither blank nor a comment are all there, and none of them is a command's line
+    (FrontDoor.reads_as_text: with its ':', or one the script refuses as a command missing it). `minitf < notes.txt`
+    ran each of a text's thousands of lines as a prompt, 200 tokens apiece (half an hour), where `minitf notes.txt`
+    is told to give it with --data. A script of prompts alone still runs below that many: one written by hand is a
+    few lines, and a text's first lines hold no ':' command.
+
+    Only what is there already is read ahead: from a pipe, bytes that do not come within _PIPE_WAIT end the look (a
+    program that writes a prompt and waits for its continuation), and the lines read so far count as a script."""
+    stream = sys.stdin.buffer
+    try:
+        fd = stream.fileno()
+        waits = not stat.S_ISREG(os.fstat(fd).st_mode)
+    except (AttributeError, OSError, ValueError):  # no descriptor: bytes in memory (a test runner's input)
+        fd, waits = None, False
+    door = FrontDoor(session, Console(file=io.StringIO()), front=FrontEnd(keyboard=False))  # a script's reader
+    taken, ended, verdict = b"", False, None
+    while verdict is None and not ended and len(taken) < _READ_AHEAD:
+        if fd is None:
+            chunk = stream.readline()
+        elif waits and (on_windows() or not select.select([fd], [], [], _PIPE_WAIT)[0]):
+            break  # (Windows' select takes no pipe: a pipe there is not looked into)
+        else:
+            chunk = os.read(fd, 1 << 16)
+        ended, taken = not chunk, taken + chunk
+        verdict = _reads_as_text(door, taken, ended)
+    return _joined(taken, stream), bool(verdict)
+
+
+def _reads_as_text(door: FrontDoor, taken: bytes, ended: bool) -> bool | None:
+    """Whether the whole lines of `taken`, the start of standard input, read as a text (_piped_script); None: too few
+    yet to tell (`ended`: nothing comes after them)."""
+    from .repl import stdin_lines
+
+    whole = taken if ended else taken[: max(taken.rfind(b"\n"), taken.rfind(b"\r")) + 1]
+    counted = 0
+    for line in stdin_lines(io.BytesIO(whole)):
+        if not line.strip() or line.lstrip().startswith("#"):  # skipped by the script (repl.run_lines)
+            continue
+        if not door.reads_as_text(line.rstrip("\r\n")):
+            return False
+        counted += 1
+        if counted == PIPED_TEXT_LINES:
+            return True
+    return False if ended else None
+
+
+def _joined(taken: bytes, rest) -> Iterator[bytes]:
+    """The lines of `taken`, read ahead, then those of `rest`, the stream after it: a line the read ahead cut in two
+    is one line again."""
+    for raw in io.BytesIO(taken):
+        yield raw if raw.endswith(b"\n") else raw + rest.readline()
+    yield from rest
+
+
+def _piped_text_refusal() -> str:
+    """The one line that refuses a text piped in for a script (_piped_script): --data trains on it, and where each
+    line is meant as a prompt, `:gen -- ` before each (a line that starts with a command's name stays text) runs it."""
+    file = _stdin_file()
+    named = shlex.quote(file) if file is not None else "FILE"
+    typed = shlex.join(["minitf", *_TYPED.get()])  # minitf's own options as typed (--load NAME) stay
+    return (f"standard input reads as a text, not a script: none of its first {PIPED_TEXT_LINES} lines is a command "
+            f"(a script's lines start with ':'); to train on it, give it with --data: minitf --data {named} train; "
+            f"to continue each line as a prompt: grep . {named} | sed 's/^/:gen -- /' | {typed}")
+
+
+def _stdin_file() -> str | None:
+    """The file standard input reads (`minitf < notes.txt`) where the system names it (Linux's /proc), relative to the
+    working folder where it is under it; None for a pipe, or where it is not named."""
+    try:
+        path = os.readlink("/proc/self/fd/0")
+    except OSError:
+        return None
+    if not os.path.isfile(path):  # `pipe:[1234]`, /dev/null
+        return None
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
 
 
 # --- one subcommand per registry command ---------------------------------------------------------
@@ -1588,12 +1708,34 @@ def _summary(command) -> str:
 def _help(p) -> str:
     """An option's line in --help: its help (a phrase without a final period), then its choices and default, each
     joined on as a clause of the same sentence ("... (default: a trained model continues); one of: new, continue")."""
-    text = shell_words(p.help or "")
+    text = _setting_default(p, shell_words(p.help or ""))
     if p.choices:
         text += f"{'; o' if text else 'O'}ne of: {', '.join(map(str, p.choices))}"
     if p.default is not None and not p.positional:
         text += f" (default {fmt.value(p.default)})"  # a switch's as on|off, as :help and :config say it
     return escape(text)
+
+
+def _setting_default(p, text: str) -> str:
+    """`text`, an option's help, with the value beside the setting it names as its default ("(default: the
+    temperature setting, 0.8)"): a one-shot command's session starts from the declared value, which the page never
+    said. A setting a data's recipe sets (steps) is said with that of the default data. (The REPL's :help shows the
+    session's own value.)"""
+    name = p.default_from or (p.setting.name if p.setting is not None else None)
+    # the setting as the default clause names it, not elsewhere in the help (train lr's "the lr setting ... keeps")
+    said = re.compile(rf"(\(default:[^()]*\bthe {re.escape(name or '')} setting)\)")
+    if p.default is not None or name is None or said.search(text) is None:
+        return text
+    from .core.recipes import RECIPES, recipe
+
+    data = inspect.signature(Session).parameters["data_spec"].default
+    param = REGISTRY["set"].param_named(name)
+    spec = param.setting if param is not None else None
+    if spec is None:
+        return text
+    value = fmt.value(recipe(data).get(name, spec.default))  # (a recipe holds training settings alone)
+    on = f" on {data}" if any(name in own for own in RECIPES.values()) else ""
+    return said.sub(lambda m: f"{m.group(1)}, {value}{on})", text, count=1)
 
 
 class _ShellSession:
@@ -1997,6 +2139,11 @@ def add_subcommands(app: typer.Typer, registry: Registry) -> None:
             # the docs section that works its output through, under the options, as :help NAME names it
             epilog = (f"Worked through, with what each term means: docs/{command.guide} in minitf's repository."
                       if command.guide else None)
+            if any(p.kept and p.refusal is None for p in command.params):  # its help's "(kept)", said once here
+                kept = ("(kept): the option changes its setting, as minitf --set does, not for this command alone: "
+                        f"the checkpoint it saves keeps the value, and minitf --load NAME {command.name} goes on with "
+                        "it.")
+                epilog = f"{kept} {epilog}" if epilog else kept
             app.command(name=command.name, help=escape(_summary(command)), cls=_Command,
                         epilog=escape(epilog) if epilog else None)(_make_subcommand(command, registry))
 
@@ -2009,6 +2156,11 @@ def build_app(registry: Registry = REGISTRY) -> typer.Typer:
         help="A terminal lab for building, training and looking inside a decoder-only Transformer. "
         "With no command: the interactive shell (:help lists its commands); lines piped in run as a script, "
         "each as typed there: minitf --transcript < lesson.txt.",
+        # what a script needs of every command: its output as data, and what its exit status means
+        epilog="Every command takes --json: its result as one JSON document on stdout (minitf config --json), "
+        "progress and errors on stderr. Exit status: 0 success, 1 a command failed, 2 a wrong command line (an "
+        "unknown option, a missing value), 130 Ctrl-C; all of them in docs/checkpoints-and-safety.md#exit-status "
+        "in minitf's repository.",
         add_completion=True,  # --install-completion and --show-completion for bash, zsh, fish, PowerShell
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},

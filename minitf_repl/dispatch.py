@@ -45,8 +45,8 @@ from .core.errors import Interrupted, UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
-from .parsing import (CLEAR, PROMPT, parse_line, prepare_args, reads_prose, shell_unescaped, undecodable,
-                      without_comment)
+from .parsing import (CLEAR, COPIED_PROMPT, PROMPT, parse_line, prepare_args, reads_prose, shell_unescaped,
+                      undecodable, without_comment)
 from .registry import Command, Param, Registry, clip
 from .render import RichReporter, error, internal_error
 from .render.live import same_output
@@ -385,6 +385,18 @@ class FrontDoor:
         return (f"a script's line that starts with a command without its ':' is not run as text for the model; "
                 f":{stripped} runs it as a command")
 
+    def reads_as_text(self, line: str) -> bool:
+        """Whether a script's `line` runs as text for the model to continue (a prompt), as run_line reads it: not a
+        command's line with its ':' (the README's prompt before it or not), nor a command's bare word (`exit`), nor a
+        line refused as a command without its ':' or a shell's line (_not_text). A blank line or a comment is neither
+        (run_lines skips both). The shell's guard against a text piped in for a script asks it (cli._piped_script)."""
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or self.registry.plain_text_command is None:
+            return False
+        if stripped.startswith(":") or COPIED_PROMPT.match(line) or self.registry.bare_word(line) is not None:
+            return False
+        return self._not_text(line) is None
+
     def runs_as_command(self, stripped: str) -> bool:
         """Whether a line without its ':' is a command's: its first word names one, it parses as that command's line,
         and its words are all that command's own (_a_commands_own). `train steps=5`, `help train`, `attn layer=0`
@@ -541,6 +553,7 @@ class FrontDoor:
                         self._close(reporter)  # the progress bar on stderr goes before the document comes
                         print(json.dumps(json_document(command, result), default=str), flush=True)
                     else:
+                        _mark_failure_said(result, self._says_failure_apart())
                         self.show(reporter, result)
                 except BrokenPipeError:
                     raise
@@ -601,10 +614,16 @@ class FrontDoor:
             # The rendered result shows it to a person at the terminal; JSON readers, and whoever reads the errors
             # of output sent elsewhere (`minitf train > run.log`, a pipe), get it on stderr too; not where the errors
             # go to that same file (`> run.log 2>&1`), which then read as if two saves had failed
-            if self.front.json or (not _seen(self.out) and not same_output(self.out, self.err)):
+            if self._says_failure_apart():
                 self._error(failure)
             return FAILED
         return OK
+
+    def _says_failure_apart(self) -> bool:
+        """Whether a failed result's failure is said on the error console in one line of the door's, the result's
+        output going elsewhere (--json; a file or a pipe apart from standard error): its renderer then leaves its own
+        error line out (_mark_failure_said)."""
+        return self.front.json or (not _seen(self.out) and not same_output(self.out, self.err))
 
     def _output_error(self, why: str) -> None:
         """Say once that the output could not be written. Piped input ends there, as at a reader that left: its lines
@@ -677,6 +696,18 @@ class FrontDoor:
             self.out.print()
 
 
+FAILURE_SAID = "failure_said"  # a result's field (view only) that its renderer reads: the door says its failure
+
+
+def _mark_failure_said(result, apart: bool) -> None:
+    """Where the door says a result's failure on standard error itself (`apart`), tell a result that declares the
+    field FAILURE_SAID, whose renderer shows the failure as an error line of its own (:device's), to leave it out:
+    errors are one message, and `minitf --device cuda device > o.txt 2> e.txt` wrote it into o.txt under the table as
+    well as into e.txt."""
+    if apart and getattr(result, "failure", None) and hasattr(result, FAILURE_SAID):
+        setattr(result, FAILURE_SAID, True)
+
+
 def command_first(line: str, registry: Registry) -> Command | None:
     """The command that the first word of a line without its ':' names (`train steps=3`, `Help`), else None: the
     REPL's rule for a line read as text that may be meant as a command (FrontDoor._meant_as_command, _not_text), and
@@ -737,6 +768,15 @@ class OutputLost(Exception):
     """Writing to standard output failed with an error other than a closed pipe (ENOSPC, EIO, ...)."""
 
 
+# Spaces that end a line, and any colour codes after them (FORCE_COLOR in a pipe): Rich pads a table's rows and a blank
+# line to the console's width, which in a file or a pipe broke a diff against saved output and a grep for `x$`
+_LINE_END_SPACES = re.compile(r" +((?:\x1b\[[0-9;]*m)*)(?=\n)")
+_END_SPACES = re.compile(r" +((?:\x1b\[[0-9;]*m)*)\Z")
+# per stream written to (the stream itself, not its name: a test runner's next sys.stdout starts afresh): the spaces
+# that ended its last write, not yet written
+_HELD_SPACES: dict[int, str] = {}
+
+
 class _GuardedStream:
     """sys.stdout or sys.stderr (whichever it is at each call) for a Console: a failed write raises OutputLost, or,
     where the front door takes it (`on_lost` returns True), is dropped.
@@ -744,6 +784,8 @@ class _GuardedStream:
     A write error of standard output can happen anywhere output happens (streamed text while :gen
     runs, the result at the end); this names it at the one place all of them pass through, so it
     is never taken for a bug ("internal error: OSError") nor for a failure of the command's own files.
+
+    Where the stream is no terminal, a line's trailing spaces are dropped here too (_unpadded).
     """
 
     def __init__(self, name: str = "stdout", on_lost: Callable[[str], bool] | None = None):
@@ -751,7 +793,27 @@ class _GuardedStream:
         self._on_lost = on_lost
 
     def write(self, text: str) -> int:
-        return self._do("write", text)
+        given = len(text)
+        self._do("write", text if self._a_terminal() else self._unpadded(text))
+        return given
+
+    def _unpadded(self, text: str) -> str:
+        """`text` without the spaces that end its lines. Those that end the write itself are held back, not dropped:
+        a streamed :gen's token may end with its space, and the next token continues the line after it; they are
+        written before the text that follows them, and dropped where a newline (or the end of the output) does."""
+        stream = id(self._stream())
+        text = _LINE_END_SPACES.sub(r"\1", _HELD_SPACES.pop(stream, "") + text)
+        end = _END_SPACES.search(text)
+        if end is None:
+            return text
+        _HELD_SPACES[stream] = text[end.start():end.start(1)]
+        return text[:end.start()] + end.group(1)
+
+    def _a_terminal(self) -> bool:
+        try:
+            return self._stream().isatty()
+        except (AttributeError, ValueError, OSError):  # no stream, or a closed one
+            return False
 
     def flush(self) -> None:
         self._do("flush")

@@ -255,8 +255,8 @@ def test_help_lists_the_commands_under_their_familys_heading():
 
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
     # :help lists them by family (commands/__init__.py imports the families in this order)
-    assert list(REGISTRY) == ["help", "quit", "train", "plot", "ngram", "context", "mistakes", "checks", "gen", "config", "set", "data", "save", "load", "parity", "ls",
-                              "shapes", "params", "qkv", "rope", "resid", "ln", "ffn", "kv", "grad", "muon", "attn", "step", "lens", "score", "embed", "tok", "report", "patch", "attrib", "heads", "compare", "experts",
+    assert list(REGISTRY) == ["help", "quit", "train", "plot", "ngram", "context", "mistakes", "checks", "gen", "step", "config", "set", "data", "save", "load", "parity", "ls",
+                              "shapes", "params", "qkv", "rope", "resid", "ln", "ffn", "kv", "grad", "muon", "attn", "lens", "score", "embed", "tok", "report", "patch", "attrib", "heads", "compare", "experts",
                               "ablate", "lrfind", "device", "quantize"]  # fmt: skip
     for cmd in REGISTRY.values():
         assert cmd.summary.endswith("."), cmd.name

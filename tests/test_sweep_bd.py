@@ -158,10 +158,10 @@ def test_the_line_that_restores_a_checkpoint_names_the_folder_it_was_saved_in(tm
     folder = str(tmp_path / "runs here")
     saved = invoke("--checkpoint-dir", folder, "--data", "sort:3", "train", "--steps", "2", "--save", "x")
     # was "(--load x restores it)": that looks in the default folder, where there is no x
-    assert f"saved checkpoint x (minitf --checkpoint-dir '{folder}' --load x restores it)" in saved.stdout, saved.output
+    assert f"saved checkpoint x (minitf --checkpoint-dir '{folder}' --load x restores it;" in saved.stdout, saved.output
     assert invoke("--checkpoint-dir", folder, "--load", "x", "gen", "12=", "-n", "2").exit_code == 0
     plain = invoke("--data", "sort:3", "train", "--steps", "2", "--save", "y")
-    assert "saved checkpoint y (minitf --load y restores it)" in plain.stdout  # a command to paste, not a fragment
+    assert "saved checkpoint y (minitf --load y restores it;" in plain.stdout  # a command to paste, not a fragment
 
 
 def test_an_unknown_set_key_from_the_shell_counts_the_keys_its_help_lists():
@@ -170,7 +170,7 @@ def test_an_unknown_set_key_from_the_shell_counts_the_keys_its_help_lists():
     line = assert_one_error_line(invoke("set", "foo=1"), code=2)
     listed = invoke("set", "--help").stdout
     count = int(line.split("lists its ")[1].split()[0])
-    assert "checkpoint_dir" not in listed and count == 48, line  # 48 with ffn (58th session); checkpoint_dir left out
+    assert "checkpoint_dir" not in listed and count == 49, line  # 49 with save_every (s59); checkpoint_dir left out
 
 
 @pytest.mark.parametrize("args", [["data", "sort:3", "pydoc"], ["load", "s3", "ci1"], ["report", "a.html", "b.html"],
@@ -204,7 +204,7 @@ def test_a_task_with_nothing_after_its_colon_is_that_task_at_its_default_size():
 
 
 def test_a_scaled_logit_far_from_one_is_written_in_powers_of_ten():
-    from minitf_repl.commands.inside import _number
+    from minitf_repl.commands.generate import _number
 
     assert _number(-795437335968017508590638071808.0) == "-7.95e+29"  # was 31 digits and 3 decimals
     assert _number(-3.3e-32) == "-3.30e-32"  # was "-0.000"

@@ -750,7 +750,7 @@ def test_step_json_document_gives_a_null_seed_at_temperature_0():
     from test_commands import run, tiny_session
 
     doc = json_document(REGISTRY["step"], run(tiny_session(), ":step 3141= temperature=0"))
-    assert doc["seed"] is None and doc["schema"] == "minitf.step/5"
+    assert doc["seed"] is None and doc["schema"] == "minitf.step/6"
 
 
 def test_score_says_no_position_past_the_counters_reach_beat_it():

@@ -149,20 +149,20 @@ def test_an_unknown_option_at_the_repl_is_still_listed_with_the_valid_ones():
 # --- an empty --load or --set ------------------------------------------------------------------------------
 def test_an_empty_load_is_refused_with_an_example_that_works(checkpoint_dir):
     invoke("--data", "sort:4", "--set", "n_layers=1", "--set", "d_model=32", "train", "--steps", "1", "--save", "run1")
-    line = assert_one_error_line(invoke("--load", "", "gen"))
+    line = assert_one_error_line(invoke("--load", "", "gen"), code=2)  # an empty value, as a missing one (s59)
     assert line == ("error: --load is empty; give a checkpoint's name, e.g. --load run1, or leave the option out to "
                     "start a new model")
-    assert "''" not in assert_one_error_line(invoke("--load", " ", "config", "--json"))
+    assert "''" not in assert_one_error_line(invoke("--load", " ", "config", "--json"), code=2)
 
 
 def test_an_empty_load_with_no_checkpoints_names_the_one_a_first_train_saves():
-    assert "e.g. --load autosave," in assert_one_error_line(invoke("--load", "", "config"))
+    assert "e.g. --load autosave," in assert_one_error_line(invoke("--load", "", "config"), code=2)
 
 
 @pytest.mark.parametrize("pairs", [[""], ["lr=0.1", " "]])
 def test_an_empty_set_is_refused_with_an_example_that_works(pairs):
     args = [word for pair in pairs for word in ("--set", pair)]
-    line = assert_one_error_line(invoke(*args, "config", "--json"))
+    line = assert_one_error_line(invoke(*args, "config", "--json"), code=2)
     assert line.startswith("error: --set is empty; give KEY=VALUE, e.g. --set lr=1e-3") and "''" not in line
 
 

@@ -12,7 +12,7 @@ Each family of commands is one module holding its result types, its commands and
                      text's hardest next tokens)
     checks.py        :checks (before trusting a run: the loss at init, causality, rows that never mix, backprop
                      against a measured slope, a blind baseline, one batch learned by heart)
-    generate.py      :gen
+    generate.py      :gen, :step (text from a prompt, and one step of it stage by stage)
     settings.py      :config, :set, :data
     checkpoints.py   :save, :load, :ls, :parity (and the saves other commands make)
     anatomy.py       :shapes, :params (what the model is made of and costs)
@@ -20,7 +20,7 @@ Each family of commands is one module holding its result types, its commands and
                      stream, one norm, the feed-forward's units, decoding with the KV cache: worked out by hand)
     backprop.py      :grad, :muon (backpropagation on one text: the gradient down the stream, into every part;
                      Muon's step on one matrix: the momentum, Newton-Schulz step by step, the update)
-    inside.py        :attn, :step, :lens, :score, :embed, :tok, :report (views inside the model on one input)
+    inside.py        :attn, :lens, :score, :embed, :tok, :report (views inside the model on one input)
     why.py           :patch, :attrib, :heads (which parts carry an answer; what each head does, what copying needs)
     lab.py           :compare, :experts, :ablate (the variant lab)
     rates.py         :lrfind (the learning-rate range test: where a run's peak rate belongs)
@@ -46,9 +46,9 @@ from . import help, train, counting, context, mistakes, checks, generate, settin
 from .anatomy import KVCacheSize, ParamsResult, ShapesResult
 from .base import DATA_NAMES, REGISTRY, command
 from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveResult
-from .generate import GenResult
+from .generate import GenResult, StepResult, StepRow
 from .help import HelpEntry, HelpResult, QuitResult
-from .inside import AttnResult, LENS_AT, LensResult, LensRow, ReportResult, StepResult, StepRow, TokResult
+from .inside import AttnResult, LENS_AT, LensResult, LensRow, ReportResult, TokResult
 from .backprop import GradResult, MuonResult
 from .worked import FfnResult, FfnUnit, KvResult, KvStep, LnResult, QkvResult, ResidResult, RopeResult
 from .why import AttribPart, AttribResult, PatchResult, patch_reading

@@ -260,6 +260,7 @@ class LoadResult:
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.checkpoint import values
+    from ..core.checkpoint.debris import cut_short_said
     from ..core.checkpoint.layout import checkpoint_path
     from ..core.paths import HF_PREFIX, cache_revision, hf_path  # torch-free, as the checks below: a name not saved
     # is told in 0.3 s, not 1.7
@@ -290,7 +291,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     try:
         checkpoint_path(session.checkpoint_dir, name)  # a name not saved (and a bad one), before torch is imported
     except CheckpointError as e:
-        raise (_a_file_here(session, name) or e) from None
+        raise (_a_file_here(session, name) or cut_short_said(e, session.checkpoint_dir, name)) from None
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end. So a
     # Ctrl-C cuts the reading and the build short at once (a 300M-parameter model takes many seconds to build on a
     # CPU, which it waited for): nothing has changed yet.

@@ -1,6 +1,7 @@
-"""Views inside the model on one input: `:attn`, `:step`, `:lens`, `:score`, `:embed`, `:tok`, and the `:report` page.
+"""Views inside the model on one input: `:attn`, `:lens`, `:score`, `:embed`, `:tok`, and the `:report` page.
 
-(Which parts carry an answer, `:patch` and `:attrib`, is commands/why.py.)
+(Which parts carry an answer, `:patch` and `:attrib`, is commands/why.py; how the next token is picked, `:step`, is
+commands/generate.py, with :gen.)
 
 The numbers come from core.inside (attention maps, the next-token microscope, the logit lens) and
 core.generate; these commands pick the prompt, check the options and turn the core's tensors into
@@ -24,12 +25,11 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from ..core.config import GenConfig
 from ..core.errors import UserError
 from ..core.variants import norm_kind
 from ..core.words import count, quoted_end
 from ..palette import FOLDED_PLURALS, clusters, columns, folded, piece_cell, quoted, terminal_safe, visible
-from ..registry import Param, clip, param_from_setting
+from ..registry import Param, clip
 from ..render import chart, fmt
 from ..render.heatmap import (attention_window, before_window_note, cell, column_width, heads_note, heatmap,
                               label_width, legend, plain, reads_future, unscaled, window_note)
@@ -40,13 +40,14 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named, option
-from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, data_named,
-                   default_prompt, known_text, long_prompt_notice, sample_prompt, samples_the_data, sampling_notes,
-                   switched_off, training_length, true_next, typeable_prompt, unread_note, view_prompt, with_given)
+from .base import (BLOCK, VIEW_TEXT, ablation_note, check_layer, command, complete_head, data_named, default_prompt,
+                   known_text, sample_prompt, samples_the_data, switched_off, training_length, true_next, unread_note,
+                   view_prompt)
 from .context import position_series
 from .counting import check_counter, default_counter
-from .generate import answer_line, drawn_seed, task_question
+from .generate import answer_line, prob_text, task_question
 from .train import data_since, history_series, plot_levels
+from .worked import position_dwarfs
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
 
@@ -213,209 +214,6 @@ def next_token_weight(weights: list[list[float]]) -> float:
     """A pattern's weight on key j = i+1, averaged over the rows that have one: 0 under the causal mask."""
     T = len(weights)
     return sum(weights[i][i + 1] for i in range(T - 1)) / max(T - 1, 1)
-
-
-# --- :step ---------------------------------------------------------------------------------------
-@dataclass
-class StepRow:
-    id: int  # the token's id
-    token: str  # the token as it reads alone (a byte of a character it does not complete as its escape, \\xe2)
-    logit: float  # z: the model's logit for it, before the temperature
-    scaled: float | None  # (z - max z) / temperature; None when greedy (temperature 0)
-    # not cut by top-k: every token where top_k is off (None) or at least vocab_size; at temperature 0 the argmax alone
-    top_k_kept: bool
-    kept: bool  # survived top-k and top-p: can be picked
-    prob: float  # renormalised: the probability of being picked
-    picked: bool  # this is the token picked (one row is)
-
-
-@dataclass
-class StepResult:
-    # the text continued, as given (the model reads its last max_seq_len tokens); if none was given: a sample of the
-    # data
-    prompt: str
-    temperature: float  # T, which divides the logits; 0: greedy, the argmax is picked and top_k, top_p are not applied
-    top_k: int | None  # k: only the k highest logits may be picked; None: off
-    # p: only the fewest likeliest tokens whose summed probability (after top-k) reaches p may be picked (nucleus);
-    # None: off
-    top_p: float | None
-    # (at temperature 0 the argmax is the pick and no draw is made: a seed drawn for nothing read as one that mattered)
-    seed: int | None  # the generator's seed (`:gen PROMPT n=1 seed=SEED` picks the same token); null at temperature 0
-    rows: list[StepRow]  # the highest logits, best first (the pick is added if it ranks lower)
-    vocab_size: int  # V: tokens in the vocabulary, the pick's candidates
-    n_top_k_kept: int  # tokens top-k keeps: min(top_k, vocab_size); vocab_size where top_k is off; 1 at temperature 0
-    n_kept: int  # survivors of both filters
-    picked: str  # the token picked, as it reads alone (a byte of a character it does not complete as its escape, \\xe2)
-    picked_id: int  # its id
-    picked_prob: float  # its probability of being picked (after the filters, renormalised); 1 at temperature 0
-    picked_rank: int  # 1 = the highest logit
-    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
-    int8: bool = False  # read from the int8 copy that :gen samples from (:quantize int8)
-    # of the n_kept, those whose probability is above 0: fewer where a tiny temperature leaves the others at exactly 0
-    # (T=1e-300 kept all 103 of pydoc through the filters, and one could be picked)
-    n_possible: int = 0
-    untrained: bool = False  # the model has not trained a step: its logits are near equal, every probability near 1/V
-
-
-SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation settings :step takes
-
-
-@command("step", "Pick one next token and show each stage: logits, temperature, top-k/top-p, probabilities.",
-         params=[Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
-                 *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
-                                      aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
-                   for spec in GenConfig.specs() if spec.name in SAMPLING)], json_version=5)  # fmt: skip
-def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
-    settings = with_given(session.gen_config, args)
-    data = session.data
-    sampling_notes(settings, [k for k, v in args.items() if v is not None], data.tokenizer.vocab_size, reporter)
-    prompt = args["prompt"] or sample_prompt(data)
-    ids = data.tokenizer.encode(prompt)  # the whole prompt: the pipeline reads its last window, as generate does
-    long_prompt_notice(reporter, ids, session.model_config.max_seq_len, data.tokenizer.unit)
-
-    from ..core.inside import next_token_pipeline
-
-    top = min(10, data.tokenizer.vocab_size)
-    model = session.sampling_model  # what :gen samples from: the int8 copy while :quantize int8 is on
-    seed = settings.gen_seed if settings.gen_seed is not None else drawn_seed()  # as :gen draws
-    p = next_token_pipeline(model, ids, settings.temperature, settings.top_k, settings.top_p, seed, top=top)
-    from ..core.bpe import shown_piece
-
-    def name(i: int) -> str:  # a byte of a longer character as its escape (\xe4), as :tok shows it, not "�"
-        return shown_piece(data.tokenizer, i)
-
-    rows = [StepRow(r.id, name(r.id), r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
-            for r in p.rows]
-    if not any(r.picked for r in rows):  # a low-ranked pick still gets its row
-        s = p.stages
-        i = p.picked
-        rows.append(StepRow(i, name(i), float(s.logits[i]), None if s.scaled is None else float(s.scaled[i]),
-                            bool(s.top_k_kept[i]), bool(s.top_p_kept[i]), float(s.probs[i]), True))
-    return StepResult(
-        prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
-        seed=None if settings.temperature == 0 else p.seed,
-        rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
-        picked=name(p.picked), picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
-        ablations=switched_off(session), int8=model is not session.model, n_possible=int((p.stages.probs > 0).sum()),
-        untrained=session.untrained,
-    )
-
-
-def prob_text(p: float) -> str:
-    """A probability to 3 decimals, or, below what they show, to 2 significant digits: over an 8,000-token vocabulary
-    the token picked had "probability 0.000". Three decimals from 0.00095 on, where they round to 0.001 or more: a
-    p of 0.000556 read "0.001" beside its -ln p of 7.494 (-ln 0.001 is 6.9)."""
-    if p <= 0:
-        return "0"
-    return f"{p:.3f}" if p >= 0.00095 else f"{p:.1e}"
-
-
-def _step_table(result: StepResult, console: Console, greedy: bool, as_text: bool, dropped: set[str]) -> Table:
-    """:step's rows, one a token: its logit, scaled logit, the filters' verdicts, probability and bar; `dropped` names
-    the columns left out ("bar", "filters", "scaled") and "stacked" for headers of a line per word."""
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding="tight" in dropped)
-
-    def header(name: str) -> str:
-        return "\n".join(name.split()) if "stacked" in dropped else name
-
-    table.add_column("", no_wrap=True)
-    table.add_column("token", no_wrap=True)
-    table.add_column(header("logit z"), justify="right")
-    if "scaled" not in dropped:
-        table.add_column(header(f"/ T={result.temperature:g}") if result.temperature else "greedy", justify="right")
-    if "filters" not in dropped:
-        table.add_column(header(f"top-k {result.top_k}" if result.top_k is not None and not greedy else "top-k"),
-                         justify="center")
-        table.add_column(header(f"top-p {result.top_p:g}" if result.top_p is not None and not greedy else "top-p"),
-                         justify="center")
-    table.add_column("prob" if "tight" in dropped else "probability", justify="right")
-    if "bar" not in dropped:
-        table.add_column("", no_wrap=True)  # the bar, left-aligned so that the numbers line up
-    for r in result.rows:
-        kept_k = "-" if greedy else "kept" if r.top_k_kept else "cut"
-        kept_p = "-" if greedy or not r.top_k_kept else ("kept" if r.kept else "cut")
-        scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else _number(r.scaled))
-        prob = prob_text(r.prob)
-        bar = Text()
-        if r.prob > 0:
-            bar.append(chart.bar(r.prob, 10), style="green" if not as_text else "")
-        # Character by character: a subword piece's whitespace shows as a symbol (" the" as "␣the", not an
-        # indented "the"), a control character as its escape (visible; repr doubled a byte's "\xe4" to "\\xe4")
-        token = piece_cell(visible(r.token))
-        cells = ["→" if r.picked else "", token, f"{r.logit:.3f}"]
-        cells += [] if "scaled" in dropped else [scaled]
-        cells += [] if "filters" in dropped else [Text(kept_k, style="" if r.top_k_kept else "dim"),
-                                                  Text(kept_p, style="" if r.kept else "dim")]
-        cells += [Text(prob)] + ([] if "bar" in dropped else [bar])
-        add_row(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
-    return table
-
-
-def _number(value: float) -> str:
-    """A logit divided by T, in three decimals where they say it: past 1e5 (T=1e-30 gave 31-digit cells that pushed
-    the top-k and top-p columns off the table) or under 5e-4 (T=1e30 showed every token at "-0.000") in powers of 10,
-    as the probabilities beside it are."""
-    return f"{value:.3f}" if value == 0 or 5e-4 <= abs(value) < 1e5 else f"{value:.2e}"
-
-
-def _stage_header(result: StepResult) -> str:
-    parts = ["logits z"]
-    if result.temperature == 0:
-        parts.append("greedy (temperature 0)")
-    else:
-        parts.append(f"/ temperature {result.temperature:g}")
-        if result.top_k is not None:
-            parts.append(f"top-k {result.top_k}")
-        if result.top_p is not None:
-            parts.append(f"top-p {result.top_p:g}")
-        parts.append("renormalise")
-    return " -> ".join(parts + ["pick"])
-
-
-@render.register(StepResult)
-def render_step(result: StepResult, console: Console) -> None:
-    as_text = plain(console)
-    say(console, f"next token after {quoted_end(result.prompt, 40)}", "bold")
-    if result.int8:
-        note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float "
-                      "model)")
-    note(console, _stage_header(result))
-    greedy = result.temperature == 0  # the argmax alone: top-k and top-p are not applied (core.generate)
-    # 40-odd columns: the bars go first, then the filters' kept/cut (a cut token's probability is 0), then the scaled
-    # logits (the note under the table says how they are made), then the headers take a line per word
-    dropped: set[str] = set()
-    # 20 columns: "prob" over the probabilities, and a single space between the columns ("0.…" in each cell before)
-    for drop in (None, "bar", "filters", "scaled", "stacked", "tight"):
-        dropped |= {drop} if drop else set()
-        table = _step_table(result, console, greedy, as_text, dropped)
-        if fits(console, table):
-            break
-    gone = dropped - {"stacked", "tight"}
-    console.print(table)
-    if "filters" in gone and not greedy and (result.top_k is not None or result.top_p is not None):
-        note(console, "not shown at this width: which tokens top-k and top-p cut (a cut token's probability is 0)")
-    if not greedy:
-        T = f"{result.temperature:g}"
-        note(console, f"/ T={T}: (z - max z) / {T}, shifted so that the largest is 0 (softmax does not change under "
-                      "a shift)" + ("; not shown at this width" if "scaled" in gone else ""))
-    shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
-    say(console, f"picked {quoted(result.picked)} (id {result.picked_id}): probability "
-                 f"{prob_text(result.picked_prob)}, rank {result.picked_rank:,} of {result.vocab_size:,}{shown}",
-        "green")
-    # every choice that decides the pick, as :step made it; greedy, the pick is the argmax and no seed decides it
-    chosen = dict(temperature=0) if greedy else dict(temperature=result.temperature, top_k=result.top_k,
-                                                     top_p=result.top_p, seed=result.seed)
-    same = cmd("gen", typeable_prompt(result.prompt) or "PROMPT", n=1, **chosen)
-    drawn = "greedy, no seed decides it" if greedy else f"seed {result.seed}"
-    underflow = (f" ({result.n_kept:,} pass the filters, but the others' probability is 0 at T={result.temperature:g}: "
-                 "e^((z - max z) / T) is too small for a float)" if result.n_possible < result.n_kept else "")
-    note(console, f"{result.n_possible:,} of {result.vocab_size:,} tokens could be picked{underflow}; {drawn} ({same} "
-                  "picks the same)")
-    ablation_note(console, result.ablations)
-    if result.untrained:
-        note(console, f"this model has not trained yet: its logits are near equal, every probability near 1/V; "
-                      f"{look_again('step', AUTOSAVE_NAME, result.prompt)}")
 
 
 # --- :lens ---------------------------------------------------------------------------------------
@@ -1081,31 +879,6 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
-
-
-# |p| this many times |x| or more: h_0 = x + p is over 90% position by squared length (|p|^2 / (|x|^2 + |p|^2))
-POSITION_DWARFS = 3.0
-
-
-def position_dwarfs(token: float, position: float | None, d_model: int, learned: bool) -> str | None:
-    """Where the position row added at the input dwarfs the token's (|p| at least POSITION_DWARFS times |x|): by how
-    much, why, and what it does; None where it does not. `learned`: the table trains (a fixed table's rows are
-    sqrt(d/2) long whatever training does). :resid says the same of one position's rows (commands/worked.py)."""
-    if position is None or position < POSITION_DWARFS * token:
-        return None
-    share = position**2 / max(token**2 + position**2, 1e-30)  # as if x and p were at right angles, as random rows are
-    ratio = f"|p| = {position:.2f} is {position / max(token, 1e-30):.1f} times |x| = {token:.2f}"
-    if learned:
-        why = "the learned position rows have grown longer than the token rows"
-    else:
-        from ..core.model import INIT_STD
-
-        why = (f"the fixed table's rows are sqrt(d/2) = {math.sqrt(d_model / 2):.2f} long, while W_E's rows start "
-               f"from std {INIT_STD} ({INIT_STD * math.sqrt(d_model):.2f} long) and grow only as they train; the paper "
-               f"(Attention Is All You Need) multiplies the token embedding by sqrt(d_model) = "
-               f"{math.sqrt(d_model):.1f} before adding, this lab adds the two as they are")
-    return (f"{ratio}: {why}. So h_0 = x + p is mostly position ({fmt.share(share)} of its squared length): the "
-            "first block reads where a token stands far more than which token it is")
 
 
 def chance_cell(value: float, band: float, marked: bool) -> tuple[str, str]:

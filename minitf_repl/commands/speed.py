@@ -63,6 +63,9 @@ class DeviceResult:
     # what Muon's Newton-Schulz runs in on the current device under the dtype setting (float32 for dtype=float32,
     # else bfloat16 where the device has bfloat16 units); null with optimizer=adamw, which has none
     newton_schulz_dtype: str | None = None
+    # the front door says the problem on standard error itself, the table going elsewhere (a file, a pipe): the table
+    # leaves its error line out (dispatch.FAILURE_SAID)
+    failure_said: bool = field(default=False, metadata={"view_only": True})
 
     @property
     def failure(self) -> str | None:
@@ -181,7 +184,8 @@ def render_device(result: DeviceResult, console: Console) -> None:
                     style=style)
     console.print(table)
     if result.problem:
-        say(console, f"error: {result.problem}", "bold red")
+        if not result.failure_said:  # the error line on standard error is the front door's (one message)
+            say(console, f"error: {result.problem}", "bold red")
     elif result.switched:
         say(console, f"now using {result.current}", "green")
     else:

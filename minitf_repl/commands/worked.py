@@ -35,6 +35,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named, option, rebuilt_with
 from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_head, check_layer,
                    command, sample_prompt, switched_off, typeable_prompt, unread_note, view_prompt)
+from .generate import SAMPLING_TOPICS
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
@@ -521,6 +522,31 @@ def position_table(config) -> str | None:
     return None if kind.table is None else "W_P" if kind.learned else "PE"
 
 
+# |p| this many times |x| or more: h_0 = x + p is over 90% position by squared length (|p|^2 / (|x|^2 + |p|^2))
+POSITION_DWARFS = 3.0
+
+
+def position_dwarfs(token: float, position: float | None, d_model: int, learned: bool) -> str | None:
+    """Where the position row added at the input dwarfs the token's (|p| at least POSITION_DWARFS times |x|): by how
+    much, why, and what it does; None where it does not. `learned`: the table trains (a fixed table's rows are
+    sqrt(d/2) long whatever training does). :resid says it of one position's row, :embed of the rows on average."""
+    if position is None or position < POSITION_DWARFS * token:
+        return None
+    share = position**2 / max(token**2 + position**2, 1e-30)  # as if x and p were at right angles, as random rows are
+    ratio = f"|p| = {position:.2f} is {position / max(token, 1e-30):.1f} times |x| = {token:.2f}"
+    if learned:
+        why = "the learned position rows have grown longer than the token rows"
+    else:
+        from ..core.model import INIT_STD
+
+        why = (f"the fixed table's rows are sqrt(d/2) = {math.sqrt(d_model / 2):.2f} long, while W_E's rows start "
+               f"from std {INIT_STD} ({INIT_STD * math.sqrt(d_model):.2f} long) and grow only as they train; the paper "
+               f"(Attention Is All You Need) multiplies the token embedding by sqrt(d_model) = "
+               f"{math.sqrt(d_model):.1f} before adding, this lab adds the two as they are")
+    return (f"{ratio}: {why}. So h_0 = x + p is mostly position ({fmt.share(share)} of its squared length): the "
+            "first block reads where a token stands far more than which token it is")
+
+
 @render.register(ResidResult)
 def render_resid(result: ResidResult, console: Console) -> None:
     i, norm, pre = result.at, result.norm_label, result.placement == "pre"
@@ -548,8 +574,6 @@ def render_resid(result: ResidResult, console: Console) -> None:
         parts.append(f"p = {row}: |p| = {result.position:.2f}")
     parts.append(f"h_0 = {'x + p' if result.position is not None else 'x'}: |h_0| = {result.embed:.2f}")
     note(console, ";  ".join(parts))
-    from .inside import position_dwarfs  # as :embed says it of the table's rows on average: this position's here
-
     if dwarfs := position_dwarfs(result.token, result.position, result.d_model, learned=result.position_table == "W_P"):
         note(console, dwarfs)
     what = "h" if pre else "h + f(h)" if result.residual else "f(h)"  # post-norm reads the add (no add: f alone)
@@ -1022,7 +1046,14 @@ class KvResult:
                "that both give the same logits.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
-], json_version=6, guide="inside-views.md#decoding-with-the-kv-cache-kv")  # fmt: skip
+], json_version=6, guide="inside-views.md#decoding-with-the-kv-cache-kv",
+   # listed with :gen and :step by `:help gen`, `:help decoding`, ...: :kv stays under "worked out by hand", where
+   # the other views that work a formula out step by step are
+   topics=SAMPLING_TOPICS,
+   # `minitf kv seed=1` was told to give the training seed with --set, which changes no pick of a loaded model
+   elsewhere={"seed": lambda: f"{cmd('kv')} decodes greedily, so no seed decides its tokens; seed is the training "
+                              f"seed, which makes a fresh model's first weights (a loaded checkpoint keeps its own), "
+                              f"and {cmd('gen', seed=1)} seeds sampling"})  # fmt: skip
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter, noted=True)  # closing_notes says it
     if not ids:

@@ -598,14 +598,19 @@ class GenConfig(Settings):
     kind = "generation"
 
     n: int = setting(200, "tokens to generate", low=0, limit=100_000, aliases=("max_new_tokens",))
-    temperature: float = setting(0.8, "sampling temperature (0: greedy, always the likeliest token)", low=0.0)
-    top_k: int | None = setting(None, "sample from the k likeliest tokens only (none: off)", type=int, low=1,
-                                nullable=True)
-    top_p: float | None = setting(None, "sample from the smallest set of tokens whose probability reaches p "
-                                  "(none: off)", type=float, low=0.0, low_open=True, high=1.0, nullable=True)
+    temperature: float = setting(0.8, "sampling temperature (0: greedy, always the likeliest token); the logits are "
+                                 "divided by it before the softmax: below 1 sharpens the distribution toward the "
+                                 "likeliest tokens, above 1 flattens it toward uniform", low=0.0)
+    top_k: int | None = setting(None, "sample from the k likeliest tokens only, after the temperature (none: off)",
+                                type=int, low=1, nullable=True)
+    top_p: float | None = setting(None, "nucleus sampling: from the smallest set of likeliest tokens whose "
+                                  "probability reaches p, after the temperature and top_k (none: off)", type=float,
+                                  low=0.0, low_open=True, high=1.0, nullable=True)
     gen_seed: int | None = setting(None, "sampling seed (none: a fresh random one each time)", type=int, low=0,
                                    nullable=True, limit=2**63 - 1)
-    cache: bool = setting(True, "use the KV cache (off: recompute the prefix for every token)")
+    cache: bool = setting(True, "use the KV cache (off: run the last max_seq_len tokens through the model again for "
+                                "every token; past max_seq_len the cache is refilled every token, so the two cost the "
+                                "same there)")
 
 
 # --- how text is read ---------------------------------------------------------------------------

@@ -155,6 +155,7 @@ def generate(
     prompt_ids: list[int] | torch.Tensor,
     settings: GenConfig,
     done: Callable[[list[int]], bool] | None = None,
+    on_pick: Callable[[SamplingStages], None] | None = None,
 ) -> Iterator[int]:
     """Yield up to settings.n token ids continuing prompt_ids (a non-empty list of ids), sampled under `settings`.
 
@@ -162,7 +163,8 @@ def generate(
     session's `gen_config.replace(...)`): nothing is checked again here. `done(ids)` (optional) is
     asked before each new token, with the prompt and every token so far: True ends the text there.
     A task declares where its answers end this way (core.data's Task.answer_complete), so a
-    complete answer is not followed by tokens that mean nothing.
+    complete answer is not followed by tokens that mean nothing. `on_pick(stages)` (optional) is
+    given the stages each token was drawn from, before it is yielded: `:step n=K` shows them.
 
     The model, the prompt (a list or 1-D tensor of ids the model has) and the settings are checked
     at the call, before anything is sampled: `generate(model, "text", ...)` raises there, not at the
@@ -172,12 +174,21 @@ def generate(
         raise TypeError(f"generate samples under a GenConfig, got {type(settings).__name__}; "
                         "e.g. generate(model, ids, GenConfig(n=50, temperature=0.8))")
     require_model(model, "generate")
-    return _sampled(model, _token_ids(prompt_ids, model.config.vocab_size), settings, done)
+    return _sampled(model, _token_ids(prompt_ids, model.config.vocab_size), settings, done, on_pick)
+
+
+def steps_past_window(prompt_tokens: int, steps: int, window: int) -> int:
+    """Of `steps` tokens generated after a prompt of `prompt_tokens`, how many were picked with more text before
+    them than the window holds: the model read only the last `window` tokens there, and the cached loop refilled
+    its cache every such step (positions are absolute), so cache=on saved nothing at those steps."""
+    first = max(0, window - prompt_tokens + 1)  # the first step whose text is longer than the window
+    return max(0, steps - first)
 
 
 @torch.inference_mode()
 def _sampled(model, prompt_ids: list[int], settings: GenConfig,
-             done: Callable[[list[int]], bool] | None) -> Iterator[int]:
+             done: Callable[[list[int]], bool] | None,
+             on_pick: Callable[[SamplingStages], None] | None = None) -> Iterator[int]:
     max_new_tokens, temperature, top_k, top_p, cache = (settings.n, settings.temperature, settings.top_k,
                                                        settings.top_p, settings.cache)
     # The cache keeps each position's keys and values as they were computed, before later tokens came. Under
@@ -216,6 +227,9 @@ def _sampled(model, prompt_ids: list[int], settings: GenConfig,
             else:
                 idx = torch.tensor([tokens[-1:]], device=device)  # only the newest token
                 logits, _ = decode(idx, cache=kv)
-            next_id = sample_next(logits[0, -1], temperature, top_k, top_p, generator)
+            stages = sampling_stages(logits[0, -1], temperature, top_k, top_p)  # sample_next, its stages kept
+            next_id = pick(stages, generator)
+            if on_pick is not None:
+                on_pick(stages)
             tokens.append(next_id)
             yield next_id

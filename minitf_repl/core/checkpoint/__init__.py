@@ -56,6 +56,7 @@ when all of that succeeded, so a bad checkpoint never leaves the session half-ch
 
 The package, by concern (each module's docstring says more):
 
+    names.py      the patterns of the folder's names: checkpoints, data files, a save's temporary ones
     layout.py     names and places, the constants of the format, Checkpoint and CheckpointInfo
     manifest.py   the bytes: tensors to safetensors, the manifest's one spelling, its checksum and checks
     reads.py      bounded reads: regular files of their recorded size only, pickles refused unopened
@@ -70,8 +71,8 @@ The names below are the package's public interface: `from minitf_repl.core.check
 and `from minitf_repl.core import checkpoint as ckpt` reach them here. They load on first use (PEP 562's
 module `__getattr__`): loading and saving need torch and the model, but listing (:ls, `minitf ls`), checking
 a name and the folder lock need neither, and a one-shot `minitf ls` that imported every module here waited
-about a second for torch only to read a few JSON manifests. layout, reads, manifest, values, listing, locks
-and debris import no torch at module level (tests/test_sweep_ss.py); loading and store do.
+about a second for torch only to read a few JSON manifests. names, layout, reads, manifest, values, listing,
+locks and debris import no torch at module level (tests/test_sweep_ss.py); loading and store do.
 """
 
 import importlib
@@ -87,7 +88,7 @@ _HOMES = {
     "reads": ("manifest_bytes",),
     "store": ("NameTaken", "rotate", "save_checkpoint"),
 }
-_MODULES = ("debris", "layout", "listing", "loading", "locks", "manifest", "reads", "store", "values")
+_MODULES = ("debris", "layout", "listing", "loading", "locks", "manifest", "names", "reads", "store", "values")
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [

@@ -17,8 +17,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .layout import DATA_FILE, MANIFEST, MANIFEST_TMP, NAME, TMP_DIR
+from ..errors import CheckpointError
 from .locks import held_now
+from .names import DATA_FILE, MANIFEST, MANIFEST_TMP, NAME, TMP_DIR
 from .reads import read_manifest_bytes
 
 
@@ -114,3 +115,18 @@ def _freed(path: Path) -> int:
     except OSError:
         return 0
     return st.st_size if st.st_nlink <= 1 else 0
+
+
+def cut_short_said(error: CheckpointError, directory, name: str) -> CheckpointError:
+    """layout.checkpoint_path's "no checkpoint named NAME in DIR" with ", where a save of NAME never finished (...)"
+    after DIR where saves of NAME cut short left their temporary folders there; else `error` itself. `:load big2`
+    after a `:save big2` killed halfway said "no checkpoint named 'big2'; did you mean big?", as if the save had never
+    run, while 17 MiB of it sat hidden in the folder. (Added here, by the callers of checkpoint_path, since layout.py
+    sits under this module.)"""
+    said, where = str(error), f"in {directory}"
+    if not said.startswith(f"no checkpoint named {name!r} {where}") or (found := unfinished(directory, name)) is None:
+        return error
+    saves = "a save" if found.count == 1 else f"{found.count} saves"
+    cut = (f", where {saves} of {name} never finished (a minitf killed while saving?), leaving {in_words(found)} "
+           "that the next save into that folder removes")
+    return CheckpointError(said.replace(where, where + cut, 1))

@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING
 from ..config import ModelConfig
 from ..errors import CheckpointError
 from ..paths import cut_middle
+from .names import DATA_FILE, MANIFEST, MANIFEST_TMP, NAME, TMP_DIR  # noqa: F401 (the folder's names, here as ever)
 
 if TYPE_CHECKING:  # torch only names the tensors' type: :ls and the checks of a name need no torch
     import torch
 
 FORMAT_VERSION = 1
 FORMAT_NAME = "minitf-checkpoint"
-MANIFEST = "checkpoint.json"
-NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
 # The fix where the folder cannot be used, in words, as every core message is: the one-shot shell's. The REPL, whose
 # session changes folder with `:set checkpoint_dir=DIR` (the model kept), says that in its place (dispatch.phrase).
 ANOTHER_DIR = "start minitf with another checkpoint directory"
@@ -41,12 +40,6 @@ def damaged(problem: str) -> CheckpointError:
     """The error of a checkpoint whose files cannot be used as they are: `problem`, then both ways on (SAVE_AGAIN).
     One place for the words: each check wrote its own "save it again", which the one who was sent a copy cannot do."""
     return CheckpointError(f"{problem}; {SAVE_AGAIN}")
-
-# Every name a save writes carries 64 random bits (after the writer's pid, which only helps a person
-# trace debris): two saves never pick the same name. Whether a file is debris is decided by the
-# folder lock (a save holds it), never by the pid: two PID namespaces on one volume share pids.
-DATA_FILE = re.compile(r"^(model|state)-(\d+)-([0-9a-f]+)\.safetensors$")
-MANIFEST_TMP = re.compile(r"^\.checkpoint\.json\.tmp-(\d+)-([0-9a-f]+)$")
 
 
 def other_files(folder: Path) -> str | None:
@@ -61,7 +54,8 @@ def other_files(folder: Path) -> str | None:
     if not others:
         return None
     return f"{count(len(others), 'other file')} ({', '.join(others[:3]) + (', ...' if len(others) > 3 else '')})"
-TMP_DIR = re.compile(r"^\.(.+)\.tmp-(\d+)-([0-9a-f]+)$")
+
+
 PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2, and torch.save's zip archive
 
 
@@ -443,20 +437,6 @@ def _holds_manifest(folder: Path) -> bool:
 LISTED = 12  # the saved names a "no checkpoint named" error lists; a folder of hundreds stays one line
 
 
-def _cut_short(directory: Path, name: str) -> str:
-    """", where a save of NAME never finished (...)" where saves of NAME cut short left their temporary folders in DIR,
-    else "": `:load big2` after a `:save big2` killed halfway said "no checkpoint named 'big2'; did you mean big?", as if
-    the save had never run, while 17 MiB of it sat hidden in the folder."""
-    from .debris import in_words, unfinished
-
-    found = unfinished(directory, name)
-    if found is None:
-        return ""
-    saves = "a save" if found.count == 1 else f"{found.count} saves"
-    return (f", where {saves} of {name} never finished (a minitf killed while saving?), leaving {in_words(found)} "
-            "that the next save into that folder removes")
-
-
 def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
     if not path.exists():
         blocker = nearest_existing(directory)
@@ -476,7 +456,7 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
                                   f"not exist); {fix}")
         check_not_a_checkpoint(directory)
         names = _existing_names(directory)
-        where = f"in {directory}" + _cut_short(directory, name)
+        where = f"in {directory}"  # (debris.cut_short_said adds where a save of NAME never finished)
         if names:
             # a name typed in another case, or one letter off (`Foxy`, `autosav`): that one first; the list kept short
             import difflib

@@ -27,6 +27,7 @@ from ..optimizers import group_kind
 from ..sizes import parameter_count
 from ..train import Trainer
 from ..words import count
+from .debris import cut_short_said
 from .layout import Checkpoint, MANIFEST, checkpoint_path, damaged, held_elsewhere
 from .manifest import HISTORY_LATER, tied_aliases
 from .reads import read_data_file, read_manifest, read_manifest_bytes
@@ -50,7 +51,10 @@ _RNG_SLACK = 2**20  # the random states: 5 KB for each CPU generator, a few byte
 
 def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
     """Read and validate DIR/NAME. Changes nothing: apply it with build_model, restore_trainer, restore_rng."""
-    path = checkpoint_path(directory, name)
+    try:
+        path = checkpoint_path(directory, name)
+    except CheckpointError as e:
+        raise cut_short_said(e, directory, name) from None
     for attempt in range(3):
         manifest, raw = read_manifest(path)
         for key, value in PREDATED_TRAINING.items():
