@@ -42,7 +42,7 @@ from .core import distributed
 from .core.catalog import OTHER_DATA
 from .core.checkpoint.layout import ANOTHER_DIR
 from .core.errors import Interrupted, UsageError, UserError, is_out_of_memory
-from .core.interrupts import held, hold_back, holding, may_cut_short
+from .core.interrupts import held, hold_back, holding, in_the_foreground, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
 from .parsing import (CLEAR, COPIED_PROMPT, PROMPT, parse_line, prepare_args, reads_prose, shell_unescaped,
@@ -499,7 +499,7 @@ class FrontDoor:
     def _meant_as_command(self, line: str, command: Command) -> str:
         """What to say of a line read as text whose first word names a command (`help train`, `train steps=3`): how
         to run that command. The line stays text (a prompt may start with any word): said after its text, or added
-        to its error."""
+        to its error. Nothing where the line reads as prose its command refuses (`train of thought is`)."""
         stripped = line.strip()
         if not command.takes_plain_text or stripped.startswith(":"):
             return ""
@@ -513,10 +513,12 @@ class FrontDoor:
         line = f":{clip(stripped)}"  # the whole line: where it is wrong as a command, its own error says how
         if named.positional is None and not named.options:  # `quit now`: a command of no words at all (:quit
             line = f":{word}"  # refuses any text), the line cut to its name
-        elif "=" not in stripped and not reads_prose(named) and not self.runs_as_command(stripped):
+        elif ("=" not in stripped and len(stripped.split()) > 2 and not reads_prose(named)
+              and not self.runs_as_command(stripped)):
             # `train of thought is`, `help me write a poem`: prose whose first word names a command that reads none,
             # and whose line as that command is refused; the hint was a line that fails. A line with a setting (`train
-            # stpes=5`) is still meant as the command: kept whole, its own error corrects it. (`gen hello` runs.)
+            # stpes=5`) or of one word after the command's (`checks gradiant`, `ablate attn`: a typo) is still meant
+            # as the command: kept whole, its own error corrects it. (`gen hello` runs.)
             return ""
         return f"; {AS_TEXT}; {line} runs it as a command"
 
@@ -991,7 +993,7 @@ def quiet_tty(stream=None):
         import termios
 
         fd = stream.fileno()
-        old = termios.tcgetattr(fd) if os.isatty(fd) and _in_the_foreground(fd) else None
+        old = termios.tcgetattr(fd) if os.isatty(fd) and in_the_foreground(fd) else None
     except Exception:  # no termios (Windows), no real stdin (tests): nothing to do
         old = None
     if old is None:
@@ -1011,16 +1013,6 @@ def quiet_tty(stream=None):
             termios.tcsetattr(fd, termios.TCSANOW, old)
         except Exception:
             pass
-
-
-def _in_the_foreground(fd: int) -> bool:
-    """Whether this process may set the terminal's modes: not a background job of it (`minitf train &`), whose
-    tcsetattr the kernel answers with SIGTTOU, which stops the job ("Stopped (tty output)") before its first step. A
-    terminal that is not this process's own (no foreground group to ask) has no jobs to stop."""
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except (OSError, AttributeError):
-        return True
 
 
 # --- the background torch import ------------------------------------------------------------------

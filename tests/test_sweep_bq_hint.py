@@ -21,6 +21,8 @@ def test_prose_that_starts_with_a_commands_name_is_not_told_to_run_as_that_comma
     assert "runs it as a command" not in said_after(line)
 
 
-@pytest.mark.parametrize("line, meant", [("help train", ":help train"), ("train stpes=5", ":train stpes=5")])
+@pytest.mark.parametrize("line, meant", [("help train", ":help train"), ("train stpes=5", ":train stpes=5"),
+                                         ("checks gradiant", ":checks gradiant"), ("ablate attn", ":ablate attn")])
 def test_a_line_meant_as_a_command_still_says_how_to_run_it(line, meant):
+    # a typo's line too (`checks gradiant`): its own error then says "did you mean :checks gradient?"
     assert f"{meant} runs it as a command" in said_after(line)

@@ -141,7 +141,7 @@ def test_ls_says_what_killed_saves_left_and_that_the_next_save_removes_it(checkp
     assert (f"saves cut short (a minitf killed while saving) left {fmt.size(whole + data)} here: "
             f"big2 ({fmt.size(whole)}: a save of it that never finished), "
             f"big ({fmt.size(data)}: 2 files its checkpoint does not use); "
-            "the next save into this folder removes it") in shown, shown
+            "the next save into this folder removes them") in shown, shown
     with ckpt.folder_lock(checkpoint_dir):  # a save running now may be writing them: nothing is said of them
         assert "saves cut short" not in plain(run(s, ":ls"), width=400)
     run(s, ":save other")

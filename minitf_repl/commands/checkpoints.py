@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo, Leftover
 
 FAMILY = "checkpoints"  # the heading :help lists this module's commands under
-WAIT_SAID = 0.1  # seconds a save waited for another's lock before that wait is said (a :ls's look takes ~20 ms)
 
 
 DEFAULT_SAVE_NAME = "last"
@@ -174,9 +173,9 @@ def _folder_context(session: Session) -> int | None:
 def render_save(result: SaveResult, console: Console) -> None:
     what = "replaced checkpoint" if result.replaced else "saved" if result.architecture else "saved checkpoint"
     text = Text(f"{what} {result.name}", style="green")
-    # a wait under WAIT_SAID (a :ls that looked at the lock) is no one's news
+    # (a wait too brief to be another save's, an :ls's look at the lock, is none: core.checkpoint.locks.BRIEF_WAIT)
     waited = (f", after {result.waited:.2f} s waiting for {result.waited_for or 'another'}'s save"
-              if result.waited >= WAIT_SAID else "")
+              if result.waited > 0 else "")
     text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s{waited})")
     say(console, text)
     if result.kept_as is not None:  # never a trained model lost to one command (docs/checkpoints-and-safety.md)
@@ -1133,4 +1132,4 @@ def leftovers_note(found: list[Leftover], console: Console) -> None:
              for one in found]
     say(console, f"saves cut short (a minitf killed while saving) left "
                  f"{fmt.size(sum(one.size_bytes for one in found))} here: {', '.join(parts)}; the next save into this "
-                 "folder removes it", "yellow")
+                 f"folder removes {'it' if len(found) == 1 and found[0].count == 1 else 'them'}", "yellow")

@@ -112,10 +112,6 @@ class StopWatch:
                     self._late.remove((since, late))
             last = now
 
-    def since(self, mark: float) -> float:
-        """The seconds stopped in the stops that ended after `mark` (time.monotonic())."""
-        return sum(late for when, late in self.stops if when > mark)
-
 
 @contextlib.contextmanager
 def watching_stops():
@@ -191,8 +187,9 @@ def _echoing():
 
 
 def in_the_foreground(fd: int) -> bool:
-    """Whether this process is the terminal's foreground job (it may set its modes, and its cursor is the one shown);
-    True where the terminal has no jobs to ask about."""
+    """Whether this process is the terminal's foreground job: it may set its modes (a background job's tcsetattr is
+    answered with SIGTTOU, which stops it: `minitf train &` was "Stopped (tty output)" before its first step), and
+    its cursor is the one shown. True where the terminal has no jobs to ask about (not this process's own)."""
     try:
         return os.tcgetpgrp(fd) == os.getpgrp()
     except (OSError, AttributeError):

@@ -37,6 +37,7 @@ HELD_FILE = ".minitf.lock.held"  # the exclusive-create lock, where the file sys
 LOCK_WAIT = 120.0  # seconds a save waits for another save into the same folder before it gives up
 WAIT_NOTICE = 1.0  # seconds of waiting after which `on_wait` hears who it waits for (a large save takes a while)
 PROCESS_TOKEN = secrets.token_hex(8)  # this process, wherever its pid came from
+BRIEF_WAIT = 0.1  # seconds of a wait too short to be another save's: a shared look at the lock (held_now)
 # A holder stopped halfway through its save (Ctrl-Z in its terminal) goes on only when someone resumes it: a save that
 # waited for it waited the whole LOCK_WAIT, then said "try again when that save is done", which failed the same way
 # until someone typed `fg`. It is given up on once seen stopped this long (a moment's stop that goes on is waited for).
@@ -96,6 +97,8 @@ class folder_lock:
             self._enter_exclusive(deadline)
         if self.waited_for is not None:
             self.waited = time.monotonic() - self._since
+            if self.waited < BRIEF_WAIT:  # an :ls's look at the lock (held_now): no one's save was waited for, and
+                self.waited, self.waited_for = 0.0, None  # the lock file's last writer named was not who held it
         return self
 
     def __exit__(self, *exc) -> None:
