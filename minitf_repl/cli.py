@@ -1577,7 +1577,10 @@ def open_shell(session: Session, debug: bool = False, loaded=None, transcript: b
         return 2
     repl.preload()
     out = console_for(force_terminal=False, no_color=True)
-    err = console_for(stderr=True, force_terminal=False, no_color=True)
+    # a transcript reads command, output, command, output: its errors, verdicts and drawn seeds too, in their place
+    # (`minitf --transcript < lesson.txt > out.txt` showed `minitf> :trian steps=30` followed by nothing, as if it
+    # ran, its error on a stderr no one kept); the exit status still says a line failed
+    err = out if transcript else console_for(stderr=True, force_terminal=False, no_color=True)
     try:
         return repl.run_lines(repl.stdin_lines(lines), session, out, err, debug, transcript)
     except KeyboardInterrupt:
