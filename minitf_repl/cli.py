@@ -509,6 +509,18 @@ class _Group(_FlagsUntyped, TyperGroup):
             if standalone_mode:
                 sys.exit(0)
             return 0
+        topic = self._help_topic(typed)
+        if topic is not None:  # `minitf help position`: what shows it, as `:help position` lists it (not an error)
+            from .dispatch import guard_stdout
+            from .render.renderers import render
+
+            console = _stdout()
+            guard_stdout(console)  # in a pipe without a table's padding, as a command's output goes
+            with speaking(SHELL):
+                render(topic, console)
+            if standalone_mode:
+                sys.exit(0)
+            return 0
         args = _other_name(_help_word(typed, self.commands, self.params), self.commands, self.params)
         try:
             args = _flag_words(args, self.commands, self.params)
@@ -633,6 +645,24 @@ class _Group(_FlagsUntyped, TyperGroup):
         _command_line_error(f"minitf {name} has no option {clip(typed[at + 2])!r}; minitf help {name} lists its "
                             "options")
         sys.exit(2)
+
+    def _help_topic(self, typed: list[str]):
+        """For `minitf help WORDS` of a topic that no command or setting is named (`help position`, `help token
+        embedding`): what covers it (commands.help.shell_topic's HelpResult), listed as `:help` lists it. None
+        otherwise: a command's help, a setting's, a topic that is one setting alone (_help_word makes them lines)."""
+        at = _command_at(typed, self.params)
+        if at is None or typed[at] != "help":
+            return None
+        words = [w.removeprefix(":") for w in typed[at + 1 :] if not w.startswith("-")]
+        if not words or words[0] == "help" or _named(words[0], self.commands) in self.commands:
+            return None
+        key = words[0].split("=")[0] or words[0]
+        if _setting(key) or _shown_by_set(key) or (len(words) > 1 and _setting("_".join(words))):
+            return None
+        from .commands.help import shell_topic
+
+        topic = shell_topic(words)
+        return None if isinstance(topic, str) else topic
 
     def _help_of_neither(self, e: Exception, typed: list[str]) -> str | None:
         """For `minitf help WORD` of a word that names no command and no setting: what `:help WORD` says, in the
@@ -986,6 +1016,10 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
     joined = "_".join(texts)  # `help learning rate`: learning_rate, its words joined, as `:help learning rate` reads
     if len(texts) > 1 and _setting(joined):
         return before + ["set", joined, *(w for w in after if w.startswith("-"))]
+    from .commands.help import shell_topic
+
+    if isinstance(key := shell_topic([w.removeprefix(":") for w in texts]), str):  # `help tied`: the one setting
+        return before + ["set", key, *(w for w in after if w.startswith("-"))]  # it is, as `:help tied` shows it
     return before + word  # Typer says "No such command" of it
 
 

@@ -224,8 +224,6 @@ def refuse_a_setting(command: Command, key: str, value: str | None, registry: Re
     if param is None or param.setting is None or param.refusal is not None:
         return
     if key in command.elsewhere:  # `minitf kv seed=1` was told `--set seed=1 kv`, where seed decides none of its tokens
-        from .syntax import named, without_setting
-
         with without_setting(key):
             raise UsageError(f"{key} is not an option of {named(command.name)}: {command.elsewhere[key]()}")
     _refuse_a_setting_of_another(command, key, param, value, registry, rest)

@@ -437,11 +437,10 @@ def heads_html(heads) -> list[str]:
     return out
 
 
-def context_html(curve, series: list, vocab_size: int | None, causal: bool = True,
-                 window: int | None = None) -> list[str]:
-    """`:context` as a chart: the val loss at each position of the window (log scale), the counter beside it.
-    `causal` False: the model has no causal mask now, and every position reads the whole window. `window`: the
-    model's max_seq_len, which :context's default number of windows follows (default: the curve's length)."""
+def context_html(curve, series: list, vocab_size: int | None, causal: bool = True) -> list[str]:
+    """`:context` as a chart: the val loss at each position of the window (log scale), the counter beside it, on
+    :context's own windows (commands.inside.cmd_report), so its numbers are the ones :context gives.
+    `causal` False: the model has no causal mask now, and every position reads the whole window."""
     reads = ("position i reads the i + 1 tokens up to it, so where the curve falls, reading further back helps"
              if causal else "with no causal mask every position reads the whole window, and every one but the "
                             "last the token it predicts too (the last one's lies past the window), so its loss is no "
@@ -457,23 +456,9 @@ def context_html(curve, series: list, vocab_size: int | None, causal: bool = Tru
             + (" Beside it, the counting model that reads the last tokens up to its order"
                + (" (at position 0 the bigram, reading the same one token)." if causal and first == 0 else ".")
                if curve.counter is not None else "")
-            + f" Mean: {curve.mean:.3f} nats a token.{_other_windows(curve, window or curve.positions)}</p>",
+            + f" Mean: {curve.mean:.3f} nats a token.</p>",
             loss_chart_svg(series, vocab_size, x_label="position in the window (log scale)",
                            x_ends=(f"{curve.first_counted}", f"{curve.positions - 1}"), svg_id="context-chart")]
-
-
-def _other_windows(curve, window: int) -> str:
-    """Where `:context` alone scores other windows than the chart's (more of them: it took seconds the page did not
-    spend), that its numbers differ a little, and how to get these: a page projected beside :context read a mean of
-    1.617 there and 1.634 here, with nothing to say why. Nothing where they are the same windows."""
-    from .commands.context import default_windows  # what :context scores when no windows= is given
-
-    usual = default_windows(window)  # of max_seq_len, as :context counts them: a task's windows may be shorter
-    if curve.every or curve.windows == usual:  # every window of the val text, or :context's own number of them
-        return ""
-    return (f" <code>{_esc(cmd('context'))}</code> alone scores {usual:,} windows, not these {curve.windows:,}, so its "
-            f"numbers differ a little; <code>{_esc(cmd('context', windows=curve.windows))}</code> scores the same "
-            "windows as this chart and gives its numbers.")
 
 
 def _probability(p: float) -> str:
@@ -633,7 +618,7 @@ def build_report(data: ReportData) -> str:
                        "untied, an input row learns only where its token is read, so theirs are the random rows they "
                        "started as.</p>")
     if data.context is not None:
-        out.extend(context_html(data.context, data.context_series, data.vocab_size, data.causal, data.window))
+        out.extend(context_html(data.context, data.context_series, data.vocab_size, data.causal))
     if data.scored is not None:
         out.extend(teacher_forcing_html(data.scored))
     if data.heads is not None:

@@ -1,12 +1,12 @@
-"""`:report` projected in class: figures that grow with the page, teacher forcing's numbers on it, :context's windows."""
+"""`:report` projected in class: figures that grow with the page, teacher forcing's numbers on it, :context's
+windows."""
 
 import re
 import xml.etree.ElementTree as ET
-from types import SimpleNamespace
 
 import pytest
 
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -53,43 +53,26 @@ def test_report_writes_teacher_forcings_numbers_under_each_token(page):
     assert "Under each token: p" in section
 
 
-def _curve(windows: int, positions: int = 64, every: bool = False):
-    return SimpleNamespace(windows=windows, positions=positions, every=every, first_counted=0, counter=None,
-                           mean=1.617)
-
-
-def test_report_says_why_its_loss_by_position_differs_from_context():
-    """The page read "over 256 val windows ... Mean: 1.617" where :context on the same model gave 1.634 over 1,024,
-    and an instructor projecting it was asked why. Where the windows differ the page says so, and how to get its
-    numbers; where they are :context's own, nothing."""
-    from minitf_repl.report import context_html
-
-    differs = "".join(context_html(_curve(256), [], 65, window=64))
-    assert ":context</code> alone scores 1,024 windows, not these 256" in differs
-    assert "<code>:context windows=256</code> scores the same windows" in differs
-    assert "alone scores" not in "".join(context_html(_curve(1024), [], 65, window=64))
-    assert "alone scores" not in "".join(context_html(_curve(40, every=True), [], 65, window=64))  # all there are
-    # a task's windows are shorter than max_seq_len: :context's count follows max_seq_len, not the curve's length
-    assert "alone scores 2,048 windows" in "".join(context_html(_curve(256, positions=10), [], 65, window=32))
-
-
 def test_reports_loss_by_position_is_contexts_own_mean_and_its_bar_names_its_units(tmp_path):
     """The page read "over 256 val windows ... Mean: 1.617" where :context said 1.634 on its 1,024 windows, and its
     bar "report: 71/264" named no unit (s59)."""
-    from test_commands import Recorder, run, tiny_session
-
     session = tiny_session(data="pydoc")
     run(session, ":train steps=4")
     context = run(session, ":context")
-    class Bar(Recorder):
-        def on_progress(self, what, done, total):
-            self.progress.append((what, done, total))
-
     recorder = Bar()
-    recorder.progress = []
     run(session, f":report {tmp_path / 'page.html'}", recorder)
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
-    assert f"Mean: {context.curve.mean:.3f} nats" in page
-    assert ":context alone scores" not in page  # the same windows: nothing to explain
+    assert f"Mean: {context.curve.mean:.3f} nats" in page and f"over {context.curve.windows} val windows" in page
     whats = {what for what, *_ in recorder.progress}
     assert whats and all("val windows" in what and "sample" in what for what in whats), whats
+
+
+class Bar(Recorder):
+    """A reporter that keeps what each progress callback was told."""
+
+    def __init__(self):
+        super().__init__()
+        self.progress = []
+
+    def on_progress(self, what, done, total):
+        self.progress.append((what, done, total))

@@ -110,11 +110,12 @@ def float32_part(check) -> str:
             "(float32 rounds, the more the nearer the loss and its slope are to 0)")
 
 
-def training_part(t) -> str:
+def training_part(t, lead: str = "that checks float32's backprop") -> str:
     """Where :train runs its products in bfloat16, the gradient check's float32 backprop beside the backward :train
-    runs (core.backprop.TrainingPrecision), in words (:grad and :checks)."""
+    runs (core.backprop.TrainingPrecision), in words (:grad and :checks). `lead`: what the words open with, said of
+    the line before them: :grad's follows the float32 figures, :checks's another line of its own."""
     train = named("train")  # :train in the REPL, minitf train from the shell
-    return (f"that checks float32's backprop: on this device {train} runs its products in {t.dtype} (the dtype "
+    return (f"{lead}: on this device {train} runs its products in {t.dtype} (the dtype "
             f"setting), and its backward on this text, under autocast as {train}'s, gives g.u = {t.backprop:+.6g}, "
             f"{t.relative:.0e} off the measured slope, its whole gradient {t.gradient:.0e} from float32's (relative): "
             f"{t.dtype} rounds to about 3 digits")

@@ -27,7 +27,7 @@ from ..render.renderers import render
 from ..render.words import Words, note, say
 from ..reporter import Reporter
 from ..session import Session
-from ..syntax import cmd
+from ..syntax import cmd, named
 from .base import ablation_note, command, data_named, sample_window, switched_off
 from .shared import say_emulated, width_one_reads_nothing
 
@@ -555,5 +555,7 @@ def explanations(result: ChecksResult) -> list[str]:
     if result.gradient is not None and result.gradient_training is not None:
         from .backprop import training_part
 
-        lines.append(f"gradient: {training_part(result.gradient_training)}")
+        # after the float64 line above, "that checks float32's backprop" read as said of float64's
+        lead = f"the check above also ran float32's backprop, which is not {named('train')}'s"
+        lines.append(f"gradient: {training_part(result.gradient_training, lead)}")
     return lines

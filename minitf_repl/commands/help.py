@@ -18,7 +18,7 @@ from ..render.renderers import render
 from ..render.tables import add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..syntax import REPL, cmd, syntax
+from ..syntax import REPL, cmd, named, syntax
 from ..session import Session
 from .base import REGISTRY, command, complete_command
 
@@ -110,6 +110,31 @@ def _settings(session: Session, keys: list[str]) -> list[SettingHelp]:
     from .settings import setting_help
 
     return [h for key in keys if (h := setting_help(session, key)) is not None]
+
+
+def shell_topic(words: list[str]) -> HelpResult | str | None:
+    """`minitf help WORDS` of a topic (`help position`, `help token embedding`, its words joined as `:help` joins
+    them): what `:help WORDS` lists, the shell's commands alone, with no session to read the settings' values from;
+    a setting's key where the topic is that setting alone (`help tied`: tie_embeddings, which `minitf set KEY`
+    shows). None where the words name no topic. The shell said "error: no command or setting named 'position'" and
+    exited 2 before listing what covers it, and `help token embedding` was asked "did you mean minitf tok?"."""
+    from .settings import SET, SettingHelp
+
+    if not words:
+        return None
+    topic = next((t for t in (topic_word(words[0]), topic_word(" ".join(words))) if any(on_topic(t))), None)
+    if topic is None:
+        return None
+    commands, settings = on_topic(topic)
+    commands = [c for c in commands if not c.repl_only]  # `minitf quit` is no command
+    if not commands and not settings:
+        return None
+    if not commands and len(settings) == 1:
+        return settings[0]
+    specs = [SET.param_named(key).setting for key in settings]
+    # what render_topic reads of a setting (its name, section and line); its value is a session's, and there is none
+    shown = [SettingHelp(s.name, s.aliases, s.section, s.help, "", "", s.default, None, False, []) for s in specs]
+    return HelpResult([], topic=topic, topical=[_entry(c) for c in commands], topic_settings=shown)
 
 
 def _topic_help(session: Session, entries: list[HelpEntry], topic: str) -> HelpResult:
@@ -233,7 +258,9 @@ def render_topic(result: HelpResult, console: Console) -> None:
     """`:help position`: the commands that show it, each with its summary, then the settings about it."""
     say(console, Text(result.topic.replace("_", " "), style="bold") + Text(": what shows it, and the settings "
                                                                            "about it"))
-    rows = [(", ".join(":" + n for n in (e.name, *e.aliases)), e.summary) for e in result.topical]
+    # from the shell its name as a line starts it, `minitf embed` (its other names are the REPL's to list)
+    rows = [(", ".join(":" + n for n in (e.name, *e.aliases)) if syntax() == REPL else named(e.name), e.summary)
+            for e in result.topical]
     rows += [(h.name, f"{h.section} setting: {h.help}") for h in result.topic_settings]
     table = Table(box=None, pad_edge=False, show_header=False)
     table.add_column("name", style="bold", no_wrap=True)
@@ -246,7 +273,9 @@ def render_topic(result: HelpResult, console: Console) -> None:
         for name, what in rows:
             say(console, Text(name, style="bold"), indent=2)
             say(console, what, indent=4)
-    note(console, f"{cmd('help', 'COMMAND')} shows a command's options, {cmd('help', 'KEY')} a setting")
+    # from the shell a setting is `minitf set KEY`: "minitf KEY --help" is no command
+    setting = cmd("help", "KEY") if syntax() == REPL else cmd("set", "KEY")
+    note(console, f"{cmd('help', 'COMMAND')} shows a command's options, {setting} a setting")
 
 
 def also_on_topic(result: HelpResult, console: Console) -> None:

@@ -15,6 +15,7 @@ import math
 import os
 import re
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -815,6 +816,9 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     untied_head = args["head"] and not session.model_config.tie_embeddings
     if untied_head and args["map"]:
         raise UserError(f"map=on draws W_E's rows only; for W_U's rows drop map=on ({cmd('embed', 'TEXT', head=True)})")
+    if args["map"] and args["positions"]:  # the view draws one map: the position map went undrawn without a word
+        raise UserError(f"map=on and positions=on are two maps, one at a time: {cmd('embed', 'TEXT', map=True)} draws "
+                        f"the tokens', {cmd('embed', 'TEXT', positions=True)} the position table's")
     shown = distinct[:EMBED_MAX_TOKENS if args["text"] else EMBED_DEFAULT_TOKENS]
     cut = len(distinct) - len(shown) if args["text"] else 0  # the sample's other tokens are no one's request
     from ..core.inside import embedding_neighbours
@@ -836,11 +840,15 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     neighbour_ids, similarities, input_alike = found.neighbour_ids, found.similarities, None
     from ..core.likeness import chance_level, head_neighbours, position_likeness, row_sizes
 
+    # the rows a token's neighbours are picked from; `among` stays W_E's rows that trained, whose |x| is said below
+    # (head=on measured it over every row of W_E, the never-trained ones too, and judged the positions by it)
+    picked_from = among
     if untied_head:  # every row of W_U trains (each prediction's softmax reaches all of them): none is left out
         head = head_neighbours(session.model, shown, k)
-        neighbour_ids, similarities, input_alike, among = head.neighbour_ids, head.similarities, head.input_alike, None
+        neighbour_ids, similarities, input_alike = head.neighbour_ids, head.similarities, head.input_alike
+        picked_from = None
     # a token's neighbours come from the other rows: random rows in as many give the cosines chance alone gives
-    candidates = max(1, (config.vocab_size if among is None else len(among)) - 1)
+    candidates = max(1, (config.vocab_size if picked_from is None else len(picked_from)) - 1)
     chance = chance_level(candidates, config.d_model, k)
     positions = config.pos_encoding if kind.table is not None else None
     by_distance = found.by_distance
@@ -869,7 +877,7 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
                        similarities, config.tie_embeddings, positions, by_distance, cut,
                        untrained=session.untrained, map=drawn, ablations=switched_off(session), rotary=kind.rotary,
                        causal=config.causal, trained_rows=trained_rows,
-                       untrained_tokens=0 if among is None else data.tokenizer.vocab_size - len(among),
+                       untrained_tokens=0 if picked_from is None else data.tokenizer.vocab_size - len(picked_from),
                        chance=chance.mean, chance_band=chance.band, candidates=candidates, d_model=config.d_model,
                        head=args["head"], input_alike=input_alike, token_size=sizes.token,
                        position_size=None if ablated else sizes.position,
@@ -930,7 +938,9 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         note(console, f"chance: the mean cosine at each rank among {count(result.candidates, 'random row')} of "
                       f"d = {result.d_model} (an untrained table's); {shown}: above chance, more alike than the most "
                       f"alike random row is in 99 of 100 tables ({result.chance_band[0]:.2f}): {above} of "
-                      f"{len(cells)} here")
+                      # the vowels' cosines were within chance while their nearest rows were the other vowels, which
+                      # the docs read as "not set apart": the bar tests a cosine's size, not the neighbours' names
+                      f"{len(cells)} here (chance says how alike, not which rows are nearest)")
     if head:
         note(console, "each token's W_U row against its own W_E row: " + "  ".join(
             f"{piece_cell(visible(t))} {c:+.2f}" for t, c in zip(result.tokens, result.input_alike or [])))
@@ -958,8 +968,11 @@ def render_embed(result: EmbedResult, console: Console) -> None:
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
         if result.nearest_next is not None:
             total = len(result.by_distance) + 1
+            # "1 of 64 ..., as a smooth table has" read, of an untrained table, as if 1 were a smooth table's count
+            smooth = ("as a smooth table has" if result.nearest_next == total else
+                      f"where a smooth table has all {total}")
             note(console, f"{result.nearest_next} of {total} rows have their most alike other row next to them "
-                          f"(distance 1), as a smooth table has"
+                          f"(distance 1), {smooth}"
                           + ("" if result.position_cosines is not None else
                              f"; {cmd('embed', positions=True)} draws every pair"))
         if result.trained_rows is not None:
@@ -1250,11 +1263,16 @@ class ReportResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the page is that model's
     # a page was at the path that this session had not written (another session's, or one of before): it is replaced
     replaced_unseen: bool = False
-    # where that page was kept, beside it, before the new one replaced it (None: no such page, or it could not be)
+    # where that page was kept, beside it as NAME.kept.html (one copy a page name), before the new one replaced it
+    # (None: no such page, the new page repeats it byte for byte, or it could not be copied)
     kept_as: str | None = None
     # a page was at the path (this session's, or one that replaced_unseen names): `:report` alone wrote over
     # ./report.html without a word
     replaced: bool = field(default=False, metadata={"view_only": True})
+    # the page replaced_unseen names was the new page byte for byte (a rerun of `minitf report`): nothing kept
+    same_page: bool = field(default=False, metadata={"view_only": True})
+    # the copy kept_as names replaced a copy kept before it (one a page name)
+    kept_over: bool = field(default=False, metadata={"view_only": True})
 
 
 def complete_html(session) -> list[str]:
@@ -1293,9 +1311,11 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     from .context import default_windows
 
     report_windows = default_windows(session.model_config.max_seq_len)
-    parts = 5 + REPORT_SAMPLES + report_windows
-    # what the bar counts, in its own words: "report: 71/264" named no unit of the 264
-    what = f"report ({count(REPORT_SAMPLES, 'sample')}, {report_windows:,} val windows, 5 other parts)"
+    # what the bar counts, in its own words: "report: 71/264" named no unit of the 264; the windows it scores, which
+    # a short val split holds fewer of (it said 4,096 where every one of 300 was scored)
+    scored_windows = _windows_scored(data, report_windows, session.model_config.max_seq_len)
+    parts = 5 + REPORT_SAMPLES + scored_windows
+    what = f"report ({count(REPORT_SAMPLES, 'sample')}, {scored_windows:,} val windows, 5 other parts)"
     done = [0]
 
     def advance(by: int = 1) -> None:
@@ -1380,8 +1400,8 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
 
     before = done[0]
 
-    def windows(scored_windows: int, total: int) -> None:
-        done[0] = before + scored_windows * report_windows // max(total, 1)
+    def windows(scored: int, total: int) -> None:
+        done[0] = before + scored * scored_windows // max(total, 1)
         reporter.on_progress(what, done[0], parts)
 
     try:  # :context's curve, its numbers; a task's question-only positions are nan, left out of the chart
@@ -1395,7 +1415,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     for section, why in left_out:
         reporter.notice(f"left out of the page: {section} ({why})")
     status = session.status()  # the numbers the status bar shows, for the line under the loss chart
-    done[0] = before + report_windows
+    done[0] = before + scored_windows
     advance()  # the page itself
     # a page is for sharing: a file's data by its file name (a task with its size), not the path it has on this
     # machine, which a teacher's page showed every student (/home/teacher/course/poem.txt)
@@ -1423,12 +1443,17 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         machine=made_on(session),
     )
     # Two terminals in one folder each wrote report.html: the second replaced the first's page without a word.
+    page = build_report(report)
     there = _page_identity(path)
     unseen = there is not None and session.pages_written.get(os.path.abspath(path)) != there
     # kept before it goes, as a checkpoint another session saved is kept as kept-...: a class's lesson.html from last
-    # week, or a colleague's index.html, was replaced and said so only once it was gone
-    kept = _keep_page(path) if unseen else None
-    size = write_report(path, build_report(report))
+    # week, or a colleague's index.html, was replaced and said so only once it was gone. Bounded: a one-shot `minitf
+    # report` is a new session each run, so every rerun (a Makefile's, a class's) kept the page before it, a dated
+    # copy each, byte-identical ones too. Now a page the new one repeats byte for byte is not kept (nothing is lost),
+    # and a page keeps one copy, NAME.kept.html, which the next copy replaces: at most two files a page name.
+    same = unseen and _holds(path, page)
+    kept = _keep_page(path) if unseen and not same else None
+    size = write_report(path, page)
     if (written := _page_identity(path)) is not None:
         session.pages_written[os.path.abspath(path)] = written
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
@@ -1440,25 +1465,59 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         sections.append((f"{shown} of " if shown < len(report.frames) else "")
                         + f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations,
-                        replaced_unseen=unseen, kept_as=kept, replaced=there is not None)
+                        replaced_unseen=unseen, kept_as=kept[0] if kept else None, replaced=there is not None,
+                        same_page=same, kept_over=kept is not None and kept[1])
 
 
-def _keep_page(path: str) -> str | None:
-    """A copy of the page at `path` beside it, NAME.kept-DATE-TIME[-n].html; its absolute path, or None where it
-    cannot be made (the page is then replaced as before, which the result says)."""
-    stem, suffix = os.path.splitext(path)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(100):
-        kept = f"{stem}.kept-{stamp}{'' if n == 0 else f'-{n}'}{suffix}"
-        try:
-            with open(path, "rb") as page, open(kept, "xb") as copy:  # "x": never over another kept page
-                shutil.copyfileobj(page, copy)
-            return os.path.abspath(kept)
-        except FileExistsError:
-            continue
-        except OSError:
-            return None
-    return None
+def kept_name(path) -> str:
+    """Where the one kept copy of the page at `path` goes: beside it, NAME.kept.html."""
+    stem, suffix = os.path.splitext(str(path))
+    return f"{stem}.kept{suffix}"
+
+
+def _holds(path, page: str) -> bool:
+    """Whether the file at `path` is `page` byte for byte, as write_report writes it (UTF-8)."""
+    try:
+        with open(path, "rb") as there:
+            return there.read() == page.encode("utf-8")
+    except OSError:
+        return False
+
+
+def _keep_page(path) -> tuple[str, bool] | None:
+    """A copy of the page at `path` beside it as kept_name names it, whole or not at all (a temporary file renamed
+    over any copy kept before); its absolute path and whether it replaced an earlier copy, or None where it cannot
+    be made (the page is then replaced as before, which the result says)."""
+    kept = kept_name(path)
+    earlier = os.path.exists(kept)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(kept)[:40]}.", suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(kept)))
+        with open(path, "rb") as page, os.fdopen(fd, "wb") as copy:
+            shutil.copyfileobj(page, copy)
+        shutil.copymode(path, tmp)  # the page's own permissions, not mkstemp's private 0600
+        os.replace(tmp, kept)
+    except OSError:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return None
+    return os.path.abspath(kept), earlier
+
+
+def _windows_scored(data, windows: int, max_seq_len: int) -> int:
+    """How many val windows core.context.position_losses scores when asked for `windows`: every window of a val split
+    that holds no more than that, each once; `windows` where the data draws its windows anew or has none to tell."""
+    window_count = getattr(data, "window_count", None)
+    if window_count is None:
+        return windows
+    try:
+        return min(windows, window_count("val", max_seq_len))
+    except UserError:  # a split shorter than a window: position_losses says it, and the page goes without
+        return windows
 
 
 REPORT_WORD_SCAN = 24  # characters past the views' sample searched for the end of the word it ends in
@@ -1543,9 +1602,15 @@ def _on_page(text: str | None, session: Session) -> str | None:
 def render_report(result: ReportResult, console: Console) -> None:
     say(console, Text(f"wrote {result.path}", style="green") +
         Text(f" ({fmt.size(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"))
-    if result.replaced_unseen:  # as :save says it of a checkpoint: the other's page went without a word
-        kept = (f"kept as {os.path.basename(result.kept_as)} beside it, then replaced" if result.kept_as is not None
-                else "it could not be copied aside, and is replaced")
+    if result.replaced_unseen and result.same_page:  # a rerun wrote the same page: nothing lost, nothing kept
+        note(console, f"{os.path.basename(result.path)} held this very page byte for byte (an earlier run's): "
+                      "written again, no copy kept")
+    elif result.replaced_unseen:  # as :save says it of a checkpoint: the other's page went without a word
+        # one copy a page name, said with it: a class rerunning `minitf report` finds two files, not a folder of them
+        bound = ("over the copy kept before: one copy of a page is kept" if result.kept_over else
+                 "one copy of a page is kept, and the next one kept replaces it")
+        kept = (f"kept as {os.path.basename(result.kept_as)} beside it, then replaced ({bound})"
+                if result.kept_as is not None else "it could not be copied aside, and is replaced")
         say(console, f"{result.path} held a page this session had not written (another session's, or an earlier "
                      f"one's?): {kept}", "yellow")
     elif result.replaced:
