@@ -162,3 +162,15 @@ def test_waiting_stdin_is_found_without_blocking(monkeypatch):
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_help_gen_gives_the_settings_values_in_its_default_column():
+    """`:help gen`'s default column was blank for n, temperature, top_k and top_p ("default: the n setting")."""
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    run(session, ":set temperature=0.6")
+    result = run(session, ":help gen")
+    assert result.setting_values["n"] == "200" and result.setting_values["temperature"] == "0.6", result.setting_values
+    assert result.setting_values["top_k"] == "none"
+    assert re.search(r"temperature= +float +0\.6 ", plain(result, width=100))

@@ -49,6 +49,8 @@ class HelpResult:
     topic: str | None = field(default=None, metadata={"view_only": True})
     topical: list[HelpEntry] = field(default_factory=list, metadata={"view_only": True})
     topic_settings: list[SettingHelp] = field(default_factory=list, metadata={"view_only": True})
+    # an option whose default is a setting's (`:gen`'s n, temperature): that setting's value in this session, by option
+    setting_values: dict = field(default_factory=dict, metadata={"view_only": True})
 
 
 def _entry(cmd: Command) -> HelpEntry:
@@ -87,10 +89,32 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     # `:help positions`, an alias of :context (the loss by position): the commands that show the positions themselves
     # follow its options, where the alias alone hid them
     commands, settings = on_topic(topic_word(word))
-    return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None],
+    params = [p for p in cmd.params if p.refusal is None]
+    return HelpResult(entries, detail=_entry(cmd), params=params,
                       topic=topic_word(word) if commands or settings else None,
                       topical=[_entry(c) for c in commands if c is not cmd],
-                      topic_settings=_settings(session, settings))
+                      topic_settings=_settings(session, settings), setting_values=_setting_values(session, params))
+
+
+def _setting_values(session: Session, params: list[Param]) -> dict[str, str]:
+    """The session's value of each setting an option defaults to: `:help gen`'s default column was blank for n,
+    temperature, top_k and top_p ("default: the n setting"), and their values (200, 0.8) needed :config."""
+    from .settings import SET, setting_help
+
+    values = {}
+    for p in params:
+        name = p.default_from or (p.setting.name if p.setting is not None else None)
+        if p.default is not None or name is None:
+            continue
+        if session is None:  # (help asked with no session: the value a new one starts from)
+            param = SET.param_named(name)
+            value = param.setting.default if param is not None and param.setting is not None else None
+        elif (h := setting_help(session, name)) is not None:
+            value = h.now if h.now is not None else h.default
+        else:
+            continue
+        values[p.name] = "none" if value is None else fmt.value(value)
+    return values
 
 
 def topic_word(text: str) -> str:
@@ -298,7 +322,7 @@ def render_command_help(result: HelpResult, console: Console) -> None:
         note(console, f"worked through, with what each term means: docs/{entry.guide} in minitf's repository")
     if not result.params:
         return
-    with_default = any(p.default is not None for p in result.params)
+    with_default = any(p.default is not None or p.name in result.setting_values for p in result.params)
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     table.add_column("option", no_wrap=True)
     table.add_column("type")
@@ -316,7 +340,8 @@ def render_command_help(result: HelpResult, console: Console) -> None:
             kind = "on|off"
         if p.nullable:
             kind += "|none"
-        rows.append((name, kind, fmt.value(p.default) if p.default is not None else "", p.help + also(p.aliases)))
+        default = fmt.value(p.default) if p.default is not None else result.setting_values.get(p.name, "")
+        rows.append((name, kind, default, p.help + also(p.aliases)))
         add_row(table, name, choice_lines(kind), *([rows[-1][2]] if with_default else []), rows[-1][3])
     if fits(console, table):
         console.print(table)
