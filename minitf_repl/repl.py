@@ -1001,7 +1001,15 @@ def save_before_leaving(door: FrontDoor, signum: int) -> str | None:
             if timed:
                 signal.setitimer(signal.ITIMER_REAL, 0)
     with speaking(door.front.syntax), contextlib.suppress(OSError):  # a closed terminal: EIO
-        if name is not None:
+        folder = session.checkpoint_dir
+        if name is not None and folder != session.started_in:
+            # moved by :set checkpoint_dir=: the next minitf opens the folder it began in, where `:load NAME` failed
+            from .syntax import SHELL, invoked_with, restore
+
+            with speaking(SHELL), invoked_with([("--checkpoint-dir", str(folder))]):
+                back = restore(name)
+            say(door.err, f"{why}: saved it as {name} in {folder} ({back} brings it back)", "yellow")
+        elif name is not None:
             say(door.err, f"{why}: saved it as {name} ({cmd('load', name)} brings it back)", "yellow")
         else:
             error(door.err, f"{why}: saving it failed ({problem}), and it is lost")

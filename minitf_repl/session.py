@@ -133,6 +133,9 @@ class Session:
         own = self.shell_config.checkpoint_dir if shell_config is not None else ShellConfig.checkpoint_dir
         self.checkpoint_dir = checkpoint_dir or (own if own != ShellConfig.checkpoint_dir else default_checkpoint_dir())
         self._saved_in = self.checkpoint_dir  # the folder of last_checkpoint (the folder may have changed since)
+        # the folder this session began in, which the next minitf started the same way opens: a line that loads from
+        # another (after :set checkpoint_dir=) must name it (repl.save_before_leaving)
+        self.started_in = self.checkpoint_dir
         self._ablations = None  # core.ablation.Ablations on the model, while any part is switched off
         # Which session wrote an autosave (core.checkpoint's `origin`): a continued run replaces its own
         # autosave, never another session's. Random, so that it is unique across processes and hosts.

@@ -147,6 +147,8 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         # Committed only if NAME holds this save's own checkpoint now. A manifest that changed was taken for this
         # save's: a Ctrl-C while it waited for another session's save of NAME said "saved", and the session took
         # the other's checkpoint for its model's (no word at :quit, the model gone with it).
+        name = outcome.get("name") or name  # an autosave saved in place (NAME-k): the one it was written over
+        manifest = session.checkpoint_dir / name / MANIFEST
         now = manifest_bytes(manifest.parent)
         if outcome["meta_sha256"] is None or _meta_of(now) != outcome["meta_sha256"]:
             if now is not None and now != before:
@@ -160,6 +162,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     # then the checkpoint no longer holds this model (Session.unsaved_step). It was read back from NAME, under no
     # lock: a save of NAME by another session in between was taken for this one's, and this model for saved.
     meta_sha = outcome["meta_sha256"]
+    name = outcome.get("name") or name  # an autosave saved in place: where its run's own was (NAME-k)
     session.checkpoint_written(name, meta_sha, model_file=outcome.get("model_file"),
                                same_model=outcome.get("same_model"))
     session.save_refused_in = None  # the folder took this save: a later full disk is said by its own save
@@ -180,9 +183,35 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     )
 
 
-def stopped_autosave(directory: Path) -> tuple[str, int, int] | None:
-    """(its meta_sha256, its step, the steps left) where the folder's autosave is a run stopped with steps to go; None
-    where there is none, its run ended, or its manifest cannot be read. Torch-free: the REPL asks at its start."""
+# The sessions of this process whose run is going now (their session tokens): an autosave this process wrote during a
+# run (run_writer) is of a run in progress only while that run goes on, which no pid tells within the process
+RUNS_GOING: set[str] = set()
+
+
+def run_in_progress(manifest: dict) -> str | None:
+    """Who trains the run of an autosave written during it (its manifest's run_writer), in words ("minitf (pid 7)"),
+    where that run may still be going: its process runs (in this process: its session's run is going, RUNS_GOING), or
+    is of another host, boot or PID namespace, whose pid tells nothing here (as a lock of one is waited for, never
+    broken: core.checkpoint.locks). None where no run wrote it during itself, or the process that did is gone (a kill
+    -9, a crash, a power cut): the run stopped there, and `:load` then `:train` continues it."""
+    from ..core.checkpoint.locks import PROCESS_TOKEN, lock_owner, owner_gone
+
+    writer = manifest.get("run_writer")
+    if not isinstance(writer, dict):
+        return None
+    pid, host = writer.get("pid"), writer.get("host")
+    me = lock_owner()
+    who = f"minitf (pid {pid})" if host == me["host"] else f"minitf on {host} (pid {pid})"
+    if writer.get("token") == PROCESS_TOKEN:
+        return who if (manifest.get("origin") or {}).get("session") in RUNS_GOING else None
+    return None if owner_gone(writer) else who
+
+
+
+def stopped_autosave(directory: Path) -> tuple[str, int, int, str | None] | None:
+    """(its meta_sha256, its step, the steps left, who trains it where its run is in progress: run_in_progress) where
+    the folder's autosave is a run with steps to go: stopped, or saved during a run that may still be going; None where
+    there is none, its run ended, or its manifest cannot be read. Torch-free: the REPL asks at its start."""
     from ..core.checkpoint.layout import steps_left
     from ..core.checkpoint.reads import manifest_bytes
 
@@ -192,7 +221,7 @@ def stopped_autosave(directory: Path) -> tuple[str, int, int] | None:
         left, step = int(steps_left(trainer)), int(trainer["step"])
     except (ValueError, TypeError, KeyError, AttributeError, OSError):
         return None
-    return (meta, step, left) if left > 0 and isinstance(meta, str) else None
+    return (meta, step, left, run_in_progress(manifest)) if left > 0 and isinstance(meta, str) else None
 
 
 def moved_to(directory: Path, meta_sha256: str, keep: int) -> str | None:
@@ -222,7 +251,11 @@ def stopped_run_line(directory: Path) -> str | None:
     stopped = stopped_autosave(directory)
     if stopped is None:
         return None
-    _, step, left = stopped
+    _, step, left, running = stopped
+    if running is not None:  # saved during a run that goes on: no stopped run to continue (a :train here moves it
+        # down the rotation, where that run goes on saving)
+        return (f"{AUTOSAVE_NAME} is a run in progress in {running}, saved at step {step:,} of {step + left:,} (a "
+                f"{cmd('train')} here moves it to {AUTOSAVE_NAME}-1, where that run goes on saving)")
     return f"{AUTOSAVE_NAME} is a run stopped at step {step:,} of {step + left:,}: {continues_line(AUTOSAVE_NAME)}"
 
 
@@ -257,8 +290,11 @@ def keep_meanwhile(session: Session, e: CheckpointError) -> CheckpointError:
     if syntax() != REPL or not str(e).endswith(ANOTHER_DIR):
         return e
     kept = " keeps this model and" if session.has_model else ""
-    return CheckpointError(f"{str(e)[: -len(ANOTHER_DIR)]}choose another folder: {cmd('set', checkpoint_dir='DIR')}"
+    said = CheckpointError(f"{str(e)[: -len(ANOTHER_DIR)]}choose another folder: {cmd('set', checkpoint_dir='DIR')}"
                            f"{kept} saves there from now on")
+    # the words before the way on, for a save during a run, whose :set waits for the run's end (RunAutosave)
+    said.before_way = str(e)[: -len(ANOTHER_DIR)]
+    return said
 
 
 def width_one_reads_nothing() -> str:

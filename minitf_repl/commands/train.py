@@ -38,10 +38,10 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, 
                       speaking, syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
-from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, WARM_UP_NOTE_FROM, Dropped, SaveResult, StoppedAside,
-                     all_warm_up, continues_line, file_changed_once, held_line, load_checked, moved_to, rebuilt_line,
-                     recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line, start_fresh,
-                     stopped_autosave, switch_data, unseen_by)
+from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, RUNS_GOING, WARM_UP_NOTE_FROM, Dropped, SaveResult,
+                     StoppedAside, all_warm_up, continues_line, file_changed_once, held_line, load_checked, moved_to,
+                     rebuilt_line, recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line,
+                     start_fresh, stopped_autosave, switch_data, unseen_by)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -98,8 +98,12 @@ class TrainResult:
     # where :load NAME then :train still continues it (unsaid, it went out of the rotation four runs later); null:
     # nothing of the kind
     stopped_aside: StoppedAside | None = None
-    # the val loss ended above BLOWN_UP x ln V, its train loss too: training made the model worse than a uniform guess
-    # (a rate too high for it), said in words; here for a script, whose exit status stays 0 (the run ran as asked)
+    # (where it is now, who trains it) of a run in progress in another process that held the autosave, which this run's
+    # rotation moved down (to autosave-1), where that run goes on saving; None: nothing of the kind
+    running_aside: tuple[str, str] | None = field(default=None, metadata={"view_only": True})
+    # the val loss ended above BLOWN_UP x ln V, and the train loss did not end under ln V (the model did not learn its
+    # training data by heart): training made the model worse than a uniform guess (a rate too high for it), said in
+    # words; here for a script, whose exit status stays 0 (the run ran as asked)
     worse_than_uniform: bool = False
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
@@ -524,6 +528,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         def on_step(info) -> None:
             shown(info)
             saver.at_step(info)  # after the step's row is whole and drawn, outside its timing (run_elapsed, tokens/s)
+    saver.going(True)
     try:
         if watcher is not None:  # the frame before the first step: one that fails rolls the run back as a step would
             watch(trainer.step, None)
@@ -558,6 +563,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise UserError(f"out of memory at step {failed_step}; the model, optimizer, run and settings "
                         f"are back where this training began. Lower {lower}, or use another device",
                         fix={"batch_size": smaller} if smaller else None) from None
+    finally:
+        saver.going(False)
     if quantized and not session.sampling_copy:  # as a rebuild says it (quantized_gone): it went without a word
         reporter.notice(f"the int8 copy ({cmd('quantize')}) was of the weights before this run and went with them: "
                         f"{cmd('gen')} samples the float32 model; {cmd('quantize', 'int8')} again makes one of the "
@@ -594,7 +601,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
             # two sessions autosaving at once keep both); a continued run replaces its own autosave only.
             # the autosave replaces what this run saved during it (save_every), whose first save did the rotation
-            written = saver.save() if autosave else save_session(
+            # a stop during (or just after) a save during the run: that save holds this very step, written already
+            written = (saver.holds(trainer.step) or saver.save()) if autosave else save_session(
                 session, name, origin="save", same_run=resumed, reporter=reporter,
                 keep_trained=True)  # as :save NAME keeps a further-trained NAME
             saved, kept, held = written.name, (written.kept_as, written.kept_step), (written.held_in, written.held_step)
@@ -616,7 +624,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
-        moved_aside=moved, moved_files=files, dropped=dropped, stopped_aside=saver.aside, kept_as=kept[0],
+        moved_aside=moved, moved_files=files, dropped=dropped, stopped_aside=saver.aside,
+        running_aside=saver.running_aside, kept_as=kept[0],
         kept_step=kept[1], held_in=held[0], held_step=held[1],
         held_out_only=held_out() if (held_out := getattr(session.data, "held_out_only", None)) else "",
         schedule=schedule, constant_lr=constant_lr, constant_from=constant_from,
@@ -871,68 +880,170 @@ def _clock() -> float:
     return time.monotonic()
 
 
+# Seconds a save during a run waits for the folder lock, which another session's save holds: the run is frozen while
+# it waits, and a Ctrl-C during :train asks a stop, which cannot cut a wait short (LOCK_WAIT is two minutes); a save
+# that does not get it is skipped, and the next evaluation tries again
+SAVE_WAIT = 1.0
+
+
 class RunAutosave:
     """A run's autosave: written at its end, and during it as well, at the first evaluation save_every seconds (the
     setting) after the command began or the last such save. Saved at its end alone, a run lost all of its steps to a
     kill -9, the out-of-memory killer or a power cut during it.
 
     What is written during the run is what a stop at that step leaves (the step whole, evaluated, the rest of the run to
-    go), so `:load autosave` then `:train` continues it exactly. The first save rotates the autosaves as the end's did
-    (what it moved and deleted is kept for the summary); every later one, and the end's, replaces this run's own
-    (same_run), so one run takes one slot. Called from on_step, after the step's timing: none of it is in the run's
-    elapsed or tokens/s."""
+    go), so `:load autosave` then `:train` continues it exactly; its manifest names this process (run_writer), so that
+    no one takes the run for a stopped one while it goes on (shared.run_in_progress). The first save rotates the
+    autosaves as the end's did (what it moved and deleted is kept for the summary); every later one, and the end's,
+    replaces this run's own where it is (in_place): another session's rotation may have moved it down to autosave-1,
+    and saying so there, that session's own run must not be moved onto autosave-1 in its place by this run's next save.
+    One run takes one slot. Called from on_step, after the step's timing: none of it is in the run's elapsed or
+    tokens/s."""
 
     def __init__(self, session: Session, reporter: Reporter, same_run: bool):
         self.session, self.reporter = session, reporter
         self.same_run = same_run  # the autosave in the folder (or in a slot it was moved to) is this run's own
         self.since = _clock()
         self.step: int | None = None  # the step of the last save during the run; None: none
+        self.written: SaveResult | None = None  # that save
+        self.name: str | None = None  # where this run's autosave is (autosave, or the slot it was moved to); None: none
         self.failed = False  # a save during the run failed, which was said (once)
+        self.skipped = False  # a save during the run found the folder busy and was skipped, which was said (once)
         # what the rotation did, at the save that rotated: as SaveResult's fields, and a stopped run moved down
         self.moved_aside: str | None = None
         self.moved_files = False
         self.dropped: Dropped | None = None
         self.aside: StoppedAside | None = None
+        self.running_aside: tuple[str, str] | None = None  # (where, who trains it): a run in progress moved down
+
+    def going(self, on: bool) -> None:
+        """The run is going (on), or has ended: its saves during it are of a run in progress while it goes."""
+        (RUNS_GOING.add if on else RUNS_GOING.discard)(self.session.token)
 
     def at_step(self, info) -> None:
         """After a step: the autosave, where the step was evaluated, is not the run's last, and save_every has passed.
         Not where a stop was asked: the run stops after this step and saves then."""
+        from ..core.checkpoint.store import FolderBusy
+
         every = self.session.shell_config.save_every
         if (not every or info.val_loss is None or info.run_step >= info.run_steps or self.reporter.should_stop()
                 or _clock() - self.since < every):
             return
         try:
-            self.save()
+            self.save(during=True)
             self.step = info.step
-        except UserError as e:  # a full disk, a busy folder: the run goes on, and its end saves or says why not
+        except FolderBusy:  # tried again at the next evaluation: save_every has passed already
+            if not self.skipped:
+                self.reporter.notice(f"the autosave at step {info.step:,} was skipped: another save held the "
+                                     f"checkpoint folder for more than {SAVE_WAIT:g} s; the run goes on, and saves at "
+                                     "its next evaluation")
+            self.skipped = True
+            return
+        except UserError as e:  # a full disk: the run goes on, and its end saves or says why not
             if isinstance(e, Interrupted):  # a Ctrl-C that cut the save short asks the stop it came for
                 self.reporter.request_stop()
             elif not self.failed:
-                self.reporter.notice(f"the autosave at step {info.step:,} failed ({e}); the run goes on, and saves "
-                                     "at its end")
+                self.reporter.notice(f"the autosave at step {info.step:,} failed ({self._why(e)}); the run goes on, "
+                                     "and saves at its end")
             self.failed = True
         self.since = _clock()
 
-    def save(self) -> SaveResult:
-        """Write the autosave of the run as it is now (rotating the others, the first time)."""
+    def _why(self, e: UserError) -> str:
+        """Why a save during the run failed, with a way on that waits for the run's end: the prompt is the run's until
+        then (a `:set checkpoint_dir=DIR` was offered while the run held it)."""
+        before = getattr(e, "before_way", None)  # shared.keep_meanwhile's words before its way on
+        if before is None:
+            return str(e)
+        return (f"{before}choose another folder after the run: {cmd('set', checkpoint_dir='DIR')} keeps this model "
+                "and saves there")
+
+    def save(self, during: bool = False) -> SaveResult:
+        """Write the autosave of the run as it is now (rotating the others, the first time); `during`: a save during
+        the run, which names this process and waits SAVE_WAIT seconds at most for the folder."""
+        from ..core.checkpoint.locks import lock_owner
+
         directory = self.session.checkpoint_dir
-        stopped = stopped_autosave(directory) if self.aside is None else None  # read before the rotation moves it
+        first = self.name is None
+        stopped = stopped_autosave(directory) if first else None  # read before the rotation moves it
         written = save_session(self.session, AUTOSAVE_NAME, origin="autosave", rotate=AUTOSAVES_KEPT,
-                               same_run=self.same_run, reporter=self.reporter)
+                               same_run=self.same_run, reporter=None if during else self.reporter, in_place=not first,
+                               writer=lock_owner() if during else None, lock_wait=SAVE_WAIT if during else None)
         self.same_run = True  # written: this run's own from now on, wherever another session's rotation moves it
         if written.moved_aside is not None or written.dropped is not None:
             self.moved_aside, self.moved_files, self.dropped = written.moved_aside, written.moved_files, written.dropped
         if stopped is not None and written.moved_aside is None:
             where = moved_to(directory, stopped[0], AUTOSAVES_KEPT)
-            self.aside = StoppedAside(where, stopped[1], stopped[2]) if where is not None else None
+            if where is not None and stopped[3] is not None:  # a run still going, which goes on saving there
+                self.running_aside = (where, stopped[3])
+            elif where is not None:
+                self.aside = StoppedAside(where, stopped[1], stopped[2])
+        if not first and written.name != self.name:
+            # another session's autosave moved this run's down (it goes on there), or its slot went (rotated off the
+            # end, or saved over): saved anew, as a new run's autosave
+            self.reporter.notice(
+                f"another session's autosave moved this run's from {self.name} to {written.name}: the run saves there"
+                if written.name != AUTOSAVE_NAME else
+                f"this run's autosave was gone from {self.name} (another session's rotation, or a save over it): "
+                f"saved anew as {written.name}")
+        self.name, self.written = written.name, written
         return written
 
+    def holds(self, step: int) -> SaveResult | None:
+        """The save during the run where it holds the model at `step` still (a stop during or just after it): the end
+        need not write that step again (seconds of a large model, under a `docker stop`'s ten)."""
+        if self.written is not None and self.step == step and self.session.unsaved_step is None:
+            return self.written
+        return None
+
     def say_kept(self) -> None:
-        """After a run that failed and was rolled back: the autosave written during it stays, and says so (the
-        command changed the folder, though not the session)."""
-        if self.step is not None:
-            self.reporter.notice(f"{AUTOSAVE_NAME} holds this run's step {self.step:,}, saved during it (save_every) "
-                                 "before it failed; the session goes back to where this training began")
+        """After a run that failed and was rolled back: the autosave written during it stays, and says so, with what
+        its rotation moved and deleted (the command changed the folder, though not the session), and where the model
+        rolled back to is now."""
+        if self.step is None:
+            return
+        self.reporter.notice(f"{self.name} holds this run's step {self.step:,}, saved during it (save_every) before it "
+                             "failed; the session goes back to where this training began")
+        for line in rotation_lines(self.name, self.dropped, None, self.moved_aside, self.moved_files, self.aside,
+                                   self.running_aside):
+            self.reporter.notice(line)
+        # a continued run's save replaced the checkpoint it continued (its own run's, one slot): the rolled-back model
+        # is in none now, and the further-trained one goes on as well
+        if (step := self.session.unsaved_step) is not None:
+            keep = cmd("save", "NAME") if syntax() == REPL else cmd("train", save="NAME")
+            load = restore(self.name) if syntax() == REPL else cmd("train", load=self.name)
+            self.reporter.notice(f"the model at step {step:,} is in no checkpoint now: {keep} keeps it, or {load} "
+                                 f"goes on from step {self.step:,}")
+
+
+def rotation_lines(saved: str | None, gone: Dropped | None, than: str | None, moved_aside: str | None,
+                   moved_files: bool, aside: StoppedAside | None, running_aside: tuple[str, str] | None) -> list[str]:
+    """What an autosave's rotation did that a person must hear: the oldest autosave deleted (`gone`, said as the
+    caller decides: a stopped run always; `than`, how its val loss compares), a checkpoint or folder named `saved`
+    that was no run's autosave moved aside, a stopped run moved down (`aside`), and a run in progress moved down
+    (`running_aside`: where, who trains it). A run's summary says them, and so does a run that failed after its save
+    during it (its error alone said nothing of a stopped run deleted)."""
+    lines = []
+    keep = cmd("save", "NAME") if syntax() == REPL else cmd("train", save="NAME")  # a new process: no model
+    if gone is not None:
+        what = (f"a run stopped at step {gone.step:,}, {count(gone.steps_left, 'step')} before its end"
+                if gone.steps_left else f"step {gone.step:,}" if gone.step is not None else "unreadable")
+        if not gone.steps_left and gone.val_loss is not None:
+            what += f", val loss {gone.val_loss:.4f}" + (f", {than}" if than else "")
+        lines.append(f"{gone.name} ({what}) was the oldest autosave kept and made room for this one; {keep} keeps a "
+                     "run for good")
+    if moved_aside is not None and moved_files:  # a folder of the user's, in the autosave's place
+        lines.append(f"{saved} was a folder of other files, not a checkpoint: it is kept as {moved_aside}")
+    elif moved_aside is not None:  # a checkpoint saved by name as `autosave`: kept, under another name
+        lines.append(f"{saved} held a checkpoint saved by name, not a run's autosave: it is kept as {moved_aside} "
+                     f"({restore(moved_aside)} restores it)")
+    if aside is not None:  # unsaid, it went out of the rotation four runs later
+        lines.append(f"{AUTOSAVE_NAME} held an unfinished run (stopped at step {aside.step:,} of "
+                     f"{aside.step + aside.steps_left:,}): it is now {aside.name}; {continues_line(aside.name)}")
+    if running_aside is not None:  # not stopped: its process saves it there as it goes on (RunAutosave in_place)
+        where, who = running_aside
+        lines.append(f"{AUTOSAVE_NAME} held a run in progress in {who}: it is now {where}, where that run goes on "
+                     "saving")
+    return lines
 
 
 def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool,
@@ -1193,28 +1304,16 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
             # (not where it was kept: "it is replaced" was said of the model the line before had kept)
             say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} {unseen_by()}: it is "
                          "replaced", "yellow")
-        gone = result.dropped  # the baseline a few experiments back, better than this run, deleted: said where the
-        # two losses compare (the same data; each after its own last switch of data or mask, as :ls gives them)
-        keep = cmd("save", "NAME") if syntax() == REPL else cmd("train", save="NAME")  # a new process: no model
-        if gone is not None and gone.steps_left:  # a stopped run, which its stop line said `--load autosave` continues
-            say(console, f"{gone.name} (a run stopped at step {gone.step:,}, {count(gone.steps_left, 'step')} before "
-                         f"its end) was the oldest autosave kept and made room for this one; {keep} keeps a run for "
-                         "good", "yellow")
-        elif gone is not None and gone.val_loss is not None and result.val_loss is not None and \
-                gone.data_spec == result.data and gone.val_loss < result.val_loss and \
-                (gone.vocab_size, gone.causal) == (result.vocab_size, result.causal):  # the same tokens, the same mask
-            say(console, f"{gone.name} (step {gone.step:,}, val loss {gone.val_loss:.4f}, lower than this run's) was "
-                         f"the oldest autosave kept and made room for this one; {keep} keeps a run for good", "yellow")
-        if result.moved_aside is not None and result.moved_files:  # a folder of the user's, in the autosave's place
-            say(console, f"{result.saved} was a folder of other files, not a checkpoint: it is kept as "
-                         f"{result.moved_aside}", "yellow")
-        elif result.moved_aside is not None:  # a checkpoint saved by name as `autosave`: kept, under another name
-            say(console, f"{result.saved} held a checkpoint saved by name, not a run's autosave: it is kept as "
-                         f"{result.moved_aside} ({restore(result.moved_aside)} restores it)", "yellow")
-        if (aside := result.stopped_aside) is not None:  # unsaid, it went out of the rotation four runs later
-            say(console, f"{AUTOSAVE_NAME} held an unfinished run (stopped at step {aside.step:,} of "
-                         f"{aside.step + aside.steps_left:,}): it is now {aside.name}; {continues_line(aside.name)}",
-                "yellow")
+        # the baseline a few experiments back, better than this run, deleted: said where the two losses compare (the
+        # same data; each after its own last switch of data or mask, as :ls gives them)
+        gone = result.dropped
+        better = (gone is not None and gone.val_loss is not None and result.val_loss is not None
+                  and gone.data_spec == result.data and gone.val_loss < result.val_loss
+                  and (gone.vocab_size, gone.causal) == (result.vocab_size, result.causal))  # same tokens, same mask
+        for line in rotation_lines(result.saved, gone if gone is None or gone.steps_left or better else None,
+                                   "lower than this run's" if better else None, result.moved_aside,
+                                   result.moved_files, result.stopped_aside, result.running_aside):
+            say(console, line, "yellow")
     if result.save_error:  # an error where it fails the command (a one-shot shell exits 1), as its stderr line says
         say(console, f"{'error' if syntax() == SHELL else 'warning'}: not saved: {result.save_error}", "yellow")
     elif not result.saved and result.steps and syntax() == SHELL:  # autosave=off, no --save: ended without a word

@@ -430,6 +430,32 @@ def _read_owner(path: Path) -> dict | None:
 _STALE_UNREADABLE = 60.0  # seconds after which a lock file without a readable owner is taken as debris
 
 
+def owner_gone(writer: dict) -> bool:
+    """Whether the process `writer` (lock_owner's words: a run's writer in its manifest) is known to be gone, as
+    _is_stale judges a lock's: of this host, and of an earlier boot, or of this boot and PID namespace with no process
+    of its pid that started before it wrote (a pid taken since is another's); False wherever that cannot be told."""
+    me = lock_owner()
+    pid = writer.get("pid")
+    if writer.get("host") != me["host"] or not isinstance(pid, int) or pid <= 0:
+        return False
+    if on_windows():  # no boot id nor PID namespace to read: its pid is asked
+        return windows_process_gone(pid)
+    if not me["boot"]:
+        return False
+    if writer.get("boot") != me["boot"]:
+        return True  # this host rebooted since: nothing of that boot runs
+    if writer.get("pidns") != me["pidns"] or not me["pidns"]:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    started, since = _process_start(pid), writer.get("since")
+    return started is not None and isinstance(since, (int, float)) and started > since + 2  # btime: whole seconds
+
+
 def _is_stale(path: Path) -> bool:
     """Whether an exclusive-create lock was left by a process that is gone.
 

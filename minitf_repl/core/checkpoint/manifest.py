@@ -251,6 +251,15 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
                             and set(origin) <= {"kind", "session"}
                             and (isinstance(origin.get("session", ""), str) and len(origin.get("session", "")) <= 64)),
          "origin is malformed")
+    # the process that wrote an autosave during its run (store.save_checkpoint's `writer`), whose host a message names
+    writer = m.get("run_writer")
+    need(writer is None or (isinstance(writer, dict) and set(writer) <= {"token", "host", "pid", "pidns", "boot",
+                                                                          "since"}
+                            and all(isinstance(writer.get(k, ""), str) and len(writer.get(k, "")) <= MAX_SHOWN
+                                    and shows_as_text(writer.get(k, "") or " ")
+                                    for k in ("token", "host", "pidns", "boot"))
+                            and is_int(writer.get("pid", 0)) and is_number(writer.get("since", 0))),
+         "run_writer is malformed")
     t = m.get("trainer")
     need(isinstance(t, dict), "trainer is missing")
     for key in ("step", "run_start", "run_steps"):

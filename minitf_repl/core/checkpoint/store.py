@@ -59,7 +59,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     rotate: int | None = None, same_run: bool = False, share_from=(),
                     tokenizer_json: str | None = None, weights_from: str | None = None,
                     data_since_step: int = 0, outcome: dict | None = None, on_wait=None, measured_since_step: int = 0,
-                    data_sha256: str | None = None, continues: str | None = None, keep_trained: bool = False) -> Path:
+                    data_sha256: str | None = None, continues: str | None = None, keep_trained: bool = False,
+                    writer: dict | None = None, in_place: bool = False, lock_wait: float | None = None) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -90,6 +91,14 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     (the seconds it waited for another save's lock, whose save in words or None where the lock was free), which a
     caller says apart from the save's own time ("10.52 s" of a save was another session's). `on_wait`:
     hears one line when the save has waited a while for another one's lock (locks.folder_lock).
+    `writer`: the process that writes an autosave during its run (locks.lock_owner()), kept in the manifest as
+    run_writer: a save written during a run looks exactly like a run stopped at that step, and another session took a
+    run still going for a stopped one (and moved it aside as one); a reader judges the run stopped only where that
+    process is gone. `in_place` (with `rotate` and `same_run`): this run's own autosave is saved over wherever it is,
+    NAME-k included, and nothing rotates: a run saving during itself keeps the slot another session's rotation moved it
+    to, where a rotation back to NAME put that session's newer run on the slot it had just said held this one (where
+    none is found, the save rotates as a new autosave; outcome "name" says where it went). `lock_wait`: the seconds to
+    wait for the folder lock (default locks.LOCK_WAIT); a lock not taken by then raises FolderBusy.
     """
     model = require_model(model, "save_checkpoint")  # torch.compile(model): its own weights, under their own names
     if not isinstance(trainer, Trainer):
@@ -140,6 +149,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         "python_version": platform.python_version(),
         "saved_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "origin": {"kind": origin, **({"session": session} if session else {})},
+        # an older minitf reads past the key (a run it lists as stopped there, as it did before the key was kept)
+        **({"run_writer": writer} if writer else {}),
         "model_config": model.config.to_dict(),
         "vocab": "" if tokenizer_json is not None else vocab,
         **({"tokenizer": {"kind": "bpe", "json": tokenizer_json}} if tokenizer_json is not None else {}),
@@ -189,7 +200,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     try:
         directory.mkdir(parents=True, exist_ok=True)
         made = True
-        with folder_lock(directory, on_wait=on_wait) as lock:
+        with _taken(folder_lock(directory, wait=lock_wait, on_wait=on_wait), lock_wait is not None) as lock:
             if outcome is not None:
                 outcome["waited"] = (lock.waited, lock.waited_for)
             _remove_dead_temp_dirs(directory)
@@ -202,13 +213,16 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             held = None  # the step of a model trained further that NAME holds, and no other checkpoint: kept aside
             if keep_trained and rotate is None and target.is_dir():
                 held = _more_trained(directory, target, int(manifest["trainer"]["step"]), outcome)
-            if outcome is not None:
-                outcome["replaced"] = target.is_dir()
-                outcome["replaced_meta"] = _meta_and_step(target) if outcome["replaced"] else None
             written = replaced = None
             own = None if rotate is None or not same_run else _own_slot(
                 directory, name, rotate, {session, continues} - {None},
                 run={**manifest["trainer"], "history": tstate["history"]})
+            if in_place and own:  # NAME-k: saved over there, nothing rotated (see the docstring)
+                target, own = directory / f"{name}-{own}", 0
+            if outcome is not None:
+                outcome["name"] = target.name
+                outcome["replaced"] = target.is_dir()
+                outcome["replaced_meta"] = _meta_and_step(target) if outcome["replaced"] else None
             if rotate is not None and target.is_dir() and own != 0:
                 # Written in full first, then the rotation (which moves NAME away) and the commit: a save
                 # that fails (a full disk) has moved and deleted nothing.
@@ -255,6 +269,30 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         raise CheckpointError(f"could not save checkpoint {name!r} in {cut_middle(str(directory))}: "
                               f"{_save_failure(e)}") from e
     return target
+
+
+class FolderBusy(CheckpointError):
+    """A save given a short wait for the folder lock (save_checkpoint's `lock_wait`) that did not get it: another save
+    holds the folder (or a holder stopped with Ctrl-Z); nothing was written."""
+
+
+class _taken:
+    """`with _taken(folder_lock(...), short)`: the lock, where a CheckpointError in taking it (not in the body) is
+    FolderBusy when `short` (a caller that gives up at once, and tries again later)."""
+
+    def __init__(self, lock, short: bool):
+        self.lock, self.short = lock, short
+
+    def __enter__(self):
+        try:
+            return self.lock.__enter__()
+        except CheckpointError as e:
+            if self.short and not isinstance(e, FolderBusy):
+                raise FolderBusy(str(e)) from None
+            raise
+
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
 
 
 def _more_trained(directory: Path, target: Path, step: int, outcome: dict | None) -> int | None:
