@@ -115,6 +115,7 @@ ACCEPTED = {
     ("set", "temperature", "0"), ("set", "temperature", "1e30"), ("set", "temperature", HUGE_INT),
     ("set", "n_kv_heads", "0"), ("set", "n_experts", "0"), ("set", "moe_aux_weight", "0"),  # 0: MHA, dense, no aux loss
     ("set", "threads", "0"),  # 0: auto (core/threads.py)
+    ("set", "save_every", "0"),  # 0: a run saves at its end only
     ("lrfind", "seed", "0"),
     ("context", "counter", "0"), ("context", "seed", "0"),  # counter=0: no counter beside the model
     ("mistakes", "seed", "0"),

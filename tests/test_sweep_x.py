@@ -120,13 +120,16 @@ def test_the_colour_scale_of_gen_show_probs_stays_whole_at_40_columns():
 
     session = tiny_session("pydoc")
     result = run(session, ":gen the n=20 gen_seed=1 show=probs")
-    for width, lines_of_legend in ((100, 1), (40, 2)):
+    for width in (100, 40):
         console = colour_console(width)
         render(result, console)
         lines = console.export_text().splitlines()
-        at = next(i for i, line in enumerate(lines) if line.startswith("probability when picked:"))
-        scale = lines[at + lines_of_legend - 1]  # 0, twenty coloured cells, 1.00: on one line, nothing broken off
-        assert re.fullmatch(r"(probability when picked: )?0 {22}1\.00", scale), lines[at:at + 3]
+        at = next(i for i, line in enumerate(lines) if line.startswith("probability when picked"))
+        # 0, twenty coloured cells, 1.00: on one line, nothing broken off (its label, which names the temperature
+        # since s59, on the same line where it fits, else on lines of its own before it)
+        scale = next(line for line in lines[at:at + 4] if "1.00" in line)
+        assert re.fullmatch(r"(probability when picked \(at temperature 0\.8\): )?0 {22}1\.00", scale), lines[at:at + 4]
+        assert width == 40 or scale is lines[at]
 
 
 def test_params_at_40_columns_cuts_no_word():

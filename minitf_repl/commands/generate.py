@@ -150,8 +150,8 @@ class GenResult:
                          aliases=("seed",) if spec.name == "gen_seed" else spec.aliases,
                          short="n" if spec.name == "n" else None)
       for spec in GenConfig.specs()),
-    Param("show", str, help="probs: colour each token by its probability when picked, at the temperature and "
-                            "filters it was sampled under (default text)",
+    Param("show", str, default="text", help="probs: colour each token by its probability when picked, at the "
+                                            "temperature and filters it was sampled under",
           choices=("text", "probs")),
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "

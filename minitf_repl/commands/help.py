@@ -104,7 +104,9 @@ def _setting_values(session: Session, params: list[Param]) -> dict[str, str]:
     values = {}
     for p in params:
         name = p.default_from or (p.setting.name if p.setting is not None else None)
-        if p.default is not None or name is None:
+        # an option whose help says it defaults to that setting (`:gen`'s n=), not :set's own keys, whose value now
+        # read "default 64" after :set n_embd=64 (:help KEY says "default 128, now 64")
+        if p.default is not None or name is None or f"the {name} setting" not in (p.help or ""):
             continue
         if session is None:  # (help asked with no session: the value a new one starts from)
             param = SET.param_named(name)
