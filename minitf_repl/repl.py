@@ -766,9 +766,10 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
             say(err_console, f"warning: {missing}; {cmd('data', 'NAME|PATH')} picks other data", "yellow")
     # a run stopped with steps to go (a terminal closed under :train): nothing pointed to it, and the first plain
     # :train pushed it down the rotation
-    if loaded is None and (stopped := stopped_run_line(session.checkpoint_dir)) is not None:
-        with speaking(door.front.syntax):
-            say(console, stopped, "yellow")
+    if loaded is None:
+        with speaking(door.front.syntax):  # the line is made in the REPL's words (`:load autosave`), not the shell's
+            if (stopped := stopped_run_line(session.checkpoint_dir)) is not None:
+                say(console, stopped, "yellow")
     if session.device_name.strip().lower() not in ("auto", "cpu"):  # `minitf --device cuda` without CUDA: as the
         from .commands.settings import device_problem  # data file, said now, not at the first command that uses it
 

@@ -147,6 +147,9 @@ def test_the_repl_opens_with_a_line_naming_the_stopped_run(checkpoint_dir):
     from minitf_repl.session import Session
     from test_repl import drive
 
+    from minitf_repl.syntax import SHELL, speaking
+
     stop_a_run()
-    code, out, err, _ = drive(":quit\r", Session(data_spec="sort:4"))
+    with speaking(SHELL):  # as the shell's front door opens the REPL: its greeting said `minitf --load autosave train`
+        code, out, err, _ = drive(":quit\r", Session(data_spec="sort:4"))
     assert "autosave is a run stopped at step 3 of 8: :load autosave, then :train continues it" in " ".join(out.split())

@@ -23,3 +23,14 @@ def test_the_gradient_check_names_trains_bfloat16_backward_where_dtype_auto_pick
     else:
         assert result.gradient_training is None and "runs its products in bfloat16" not in text
     assert result.gradient is not None and "gradient" in result.passed
+
+
+def test_every_off_figure_of_the_gradient_check_says_it_is_relative(monkeypatch):
+    """"1e-06 off" and "4e-03 off the measured slope" read as absolute beside g.u = -0.0014319 (s59)."""
+    from minitf_repl.core import precision
+
+    monkeypatch.setattr(precision, "native_bf16", lambda device: True)
+    session = tiny_session()
+    session.train_config.dtype = "auto"
+    text = " ".join(plain(run(session, ":checks gradient")).split())
+    assert "off (relative; float32 rounds" in text and "from float32's (both relative)" in text, text

@@ -168,3 +168,19 @@ def test_the_docs_token_row_length_and_ratio_are_what_embed_says():
     assert f"a norm of about {length}" in lab and f"(about {length} long" in views
     assert f"some {round(ratio)} times longer than the token row" in lab and "parts position" not in lab
     assert f"some {round(ratio)} times shorter" in views
+
+
+def test_the_chance_bar_of_the_nearest_row_is_the_exact_quantile_not_a_noisy_draw():
+    """2,000 draws put the 99% bar of the nearest random row at 0.329 where it is 0.322 (102 rows, d = 128): a 0.325
+    went unmarked (s59). Checked against the distribution integrated here: P(max of n < t) = F(t)^n."""
+    import torch
+
+    from minitf_repl.core.likeness import chance_level
+
+    for rows, dims in ((102, 128), (64, 64), (1000, 16)):
+        t = torch.linspace(-1, 1, 400_001, dtype=torch.float64)[1:-1]
+        density = (1 - t * t) ** ((dims - 3) / 2)
+        cdf = torch.cumulative_trapezoid(density, t)
+        cdf = cdf / cdf[-1]
+        exact = float(t[1:][torch.searchsorted(cdf, torch.tensor(0.99 ** (1 / rows), dtype=torch.float64))])
+        assert abs(chance_level(rows, dims, 3).band[0] - exact) < 1e-3, (rows, dims, exact)

@@ -107,7 +107,7 @@ class GradResult:
 def float32_part(check) -> str:
     """A gradient check's float32 g.u beside the float64 one, in words: how far float32's rounding takes it."""
     return (f"; in float32, the weights' own dtype, g.u = {check.backprop:+.6g}, {check.relative_float32:.0e} off "
-            "(float32 rounds, the more the nearer the loss and its slope are to 0)")
+            "(relative; float32 rounds, the more the nearer the loss and its slope are to 0)")
 
 
 def training_part(t, lead: str = "that checks float32's backprop") -> str:
@@ -117,7 +117,8 @@ def training_part(t, lead: str = "that checks float32's backprop") -> str:
     train = named("train")  # :train in the REPL, minitf train from the shell
     return (f"{lead}: on this device {train} runs its products in {t.dtype} (the dtype "
             f"setting), and its backward on this text, under autocast as {train}'s, gives g.u = {t.backprop:+.6g}, "
-            f"{t.relative:.0e} off the measured slope, its whole gradient {t.gradient:.0e} from float32's (relative): "
+            f"{t.relative:.0e} off the measured slope and its whole gradient {t.gradient:.0e} from float32's (both "
+            "relative): "
             f"{t.dtype} rounds to about 3 digits")
 
 
