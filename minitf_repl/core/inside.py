@@ -1080,6 +1080,18 @@ class EmbeddingNeighbours:
     by_distance: list[float] | None  # d = 1, 2, ...: the mean cosine between position rows d apart (None: no table)
 
 
+def check_neighbours_asked(model: nn.Module, token_ids: list[int], k, who: str) -> int:
+    """A model, k and token ids a neighbours' question can be asked with (embedding_neighbours, and likeness's of the
+    head's rows); the vocabulary's size V."""
+    require_model(model, who)
+    V = model.config.vocab_size
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise UserError(f"k (neighbours per token) must be a whole number >= 1, got {k!r}")
+    if not token_ids or any(not isinstance(i, int) or not 0 <= i < V for i in token_ids):
+        raise DataError(f"token ids must be in 0..{V - 1}, at least one; encode the text first")
+    return V
+
+
 def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5,
                          trained: int | None = None, among: list[int] | None = None) -> EmbeddingNeighbours:
     """The k nearest tokens (cosine similarity of W_E rows) to each of `token_ids`, and the position table's
@@ -1090,12 +1102,7 @@ def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5,
     whose cosines near 0 would be averaged in with the trained ones (0.12 at distance 1 where the 8 read 0.53).
     `among`: the only ids a neighbour may be (default: any), such as the tokens a text holds where the rows of the
     others never trained."""
-    require_model(model, "embedding_neighbours")
-    V = model.config.vocab_size
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise UserError(f"k (neighbours per token) must be a whole number >= 1, got {k!r}")
-    if not token_ids or any(not isinstance(i, int) or not 0 <= i < V for i in token_ids):
-        raise DataError(f"token ids must be in 0..{V - 1}, at least one; encode the text first")
+    V = check_neighbours_asked(model, token_ids, k, "embedding_neighbours")
     with torch.no_grad():
         rows = F.normalize(model.token_embedding.weight.detach().float().cpu(), dim=-1)  # (V, d), unit length
         similar = rows[token_ids] @ rows.T  # (n, V): cosines

@@ -14,7 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .errors import DataError, UserError
+from .errors import DataError
+from .inside import check_neighbours_asked
 from .model import require_model
 
 CHANCE_DRAWS = 2000  # random tables drawn for the chance level: its mean moves by under 0.005 between seeds
@@ -88,12 +89,7 @@ def head_neighbours(model: nn.Module, token_ids: list[int], k: int = 5) -> HeadN
     """The k tokens whose rows of W_U (lm_head's weight: a token's logit is h . W_U[token]) are most alike each of
     `token_ids`'s, and how alike each token's W_U row is to its W_E row. Every row of W_U trains, from every
     prediction (the softmax's gradient reaches each logit), so none is left out."""
-    require_model(model, "head_neighbours")
-    V = model.config.vocab_size
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise UserError(f"k (neighbours per token) must be a whole number >= 1, got {k!r}")
-    if not token_ids or any(not isinstance(i, int) or not 0 <= i < V for i in token_ids):
-        raise DataError(f"token ids must be in 0..{V - 1}, at least one; encode the text first")
+    V = check_neighbours_asked(model, token_ids, k, "head_neighbours")
     with torch.no_grad():
         head = F.normalize(model.lm_head.weight.detach().float().cpu(), dim=-1)  # (V, d)
         embedding = F.normalize(model.token_embedding.weight.detach().float().cpu(), dim=-1)

@@ -434,17 +434,28 @@ def owner_gone(writer: dict) -> bool:
     """Whether the process `writer` (lock_owner's words: a run's writer in its manifest) is known to be gone, as
     _is_stale judges a lock's: of this host, and of an earlier boot, or of this boot and PID namespace with no process
     of its pid that started before it wrote (a pid taken since is another's); False wherever that cannot be told."""
+    gone = _gone_here(writer)
+    if gone is not None:
+        return gone
+    started, since = _process_start(writer["pid"]), writer.get("since")
+    return started is not None and isinstance(since, (int, float)) and started > since + 2  # btime: whole seconds
+
+
+def _gone_here(owner: dict) -> bool | None:
+    """Whether the process `owner` (lock_owner's words) is gone, as far as this machine can tell: True where its host
+    rebooted since or no process has its pid; None where a process of its pid runs here (its own, or one that took
+    the pid since); False where it cannot be told (another host, boot id or PID namespace: its pid means nothing)."""
     me = lock_owner()
-    pid = writer.get("pid")
-    if writer.get("host") != me["host"] or not isinstance(pid, int) or pid <= 0:
+    pid = owner.get("pid")
+    if owner.get("host") != me["host"] or not isinstance(pid, int) or pid <= 0:
         return False
     if on_windows():  # no boot id nor PID namespace to read: its pid is asked
-        return windows_process_gone(pid)
+        return True if windows_process_gone(pid) else None
     if not me["boot"]:
         return False
-    if writer.get("boot") != me["boot"]:
+    if owner.get("boot") != me["boot"]:
         return True  # this host rebooted since: nothing of that boot runs
-    if writer.get("pidns") != me["pidns"] or not me["pidns"]:
+    if owner.get("pidns") != me["pidns"] or not me["pidns"]:
         return False
     try:
         os.kill(pid, 0)
@@ -452,8 +463,7 @@ def owner_gone(writer: dict) -> bool:
         return True
     except OSError:
         return False
-    started, since = _process_start(pid), writer.get("since")
-    return started is not None and isinstance(since, (int, float)) and started > since + 2  # btime: whole seconds
+    return None
 
 
 def _is_stale(path: Path) -> bool:
@@ -470,28 +480,8 @@ def _is_stale(path: Path) -> bool:
             return time.time() - os.lstat(path).st_mtime > _STALE_UNREADABLE  # killed between create and write
         except OSError:
             return False
-    me = lock_owner()
-    if owner.get("host") == me["host"] and on_windows():
-        # Windows has no boot id nor PID namespace to read (nor flock: every save there takes this lock), and no
-        # lock was ever judged stale there: one left by a minitf killed part-way through a save (its console window
-        # closed during the autosave that ends :train) made every later save wait 120 s and fail. Its pid is asked.
-        pid = owner.get("pid")
-        return (isinstance(pid, int) and pid > 0 and owner.get("token") != PROCESS_TOKEN
-                and windows_process_gone(pid))
-    if owner.get("host") != me["host"] or not me["boot"]:
-        return False
-    if owner.get("boot") != me["boot"]:
-        return True  # this host rebooted since: nothing of that boot is running
-    if owner.get("pidns") != me["pidns"] or not me["pidns"] or os.name == "nt":
-        return False
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0 or owner.get("token") == PROCESS_TOKEN:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
+    # Windows has no boot id nor PID namespace to read (nor flock: every save there takes this lock), and no lock was
+    # ever judged stale there: one left by a minitf killed part-way through a save (its console window closed during
+    # the autosave that ends :train) made every later save wait 120 s and fail. Its pid is asked (_gone_here).
+    return owner.get("token") != PROCESS_TOKEN and _gone_here(owner) is True
 
