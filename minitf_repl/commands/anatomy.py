@@ -317,7 +317,7 @@ class ParamsResult:
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
          params=[Param("all", bool, default=False, help="list every parameter tensor instead")],
-         json_version=6)  # fmt: skip
+         json_version=6, topics=("flops", "mfu"))  # fmt: skip
 def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult:
     from ..core.generate import cache_exact
     from ..core.ledger import cost_ledger

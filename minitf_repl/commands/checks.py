@@ -128,7 +128,8 @@ def asked_checks(text: str | None) -> list[str]:
     # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
     Param("steps", int, low=1, limit=100_000,
           help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
-], aliases=("sanity",), json_version=10, guide="inside-views.md#before-trusting-a-run-checks")  # fmt: skip
+], aliases=("sanity",), json_version=10, guide="inside-views.md#before-trusting-a-run-checks",
+   topics=("init",))  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -531,7 +532,11 @@ def explanations(result: ChecksResult) -> list[str]:
                      f"is a model sure of wrong answers" +
                      ("; the tied head still favours the token read (the norm's output points along its "
                       "embedding), which starts it under ln V where the text repeats that token"
-                      if init.expected < 0.99 * init.uniform else ""))
+                      if init.expected < 0.99 * init.uniform else "") +
+                     # GPT-2's scaled residual projections, which a reader of nanoGPT looks for and found said nowhere
+                     ". Every matrix starts at that one std, where GPT-2 and nanoGPT start the projections that write "
+                     "to the stream (their c_proj: out_proj and fc_out here) at 0.02 / sqrt(2 n_layer), 0.0071 at 4 "
+                     "layers: measured here, that trained no better (docs/speed.md)")
     if blind is not None and blind.passed:
         where = ("the model still knows each position (its position table), so all it can learn is how often each "
                  "token comes at each position" if result.position_table else

@@ -49,6 +49,9 @@ class HelpResult:
     topic: str | None = field(default=None, metadata={"view_only": True})
     topical: list[HelpEntry] = field(default_factory=list, metadata={"view_only": True})
     topic_settings: list[SettingHelp] = field(default_factory=list, metadata={"view_only": True})
+    # the topic's meaning in minitf's words where it is GPT-2's and nanoGPT's name (settings.TOPIC_GLOSSES): `c_attn`
+    # is q_proj, k_proj and v_proj here
+    gloss: str | None = field(default=None, metadata={"view_only": True})
     # an option whose default is a setting's (`:gen`'s n, temperature): that setting's value in this session, by option
     setting_values: dict = field(default_factory=dict, metadata={"view_only": True})
 
@@ -160,7 +163,8 @@ def shell_topic(words: list[str]) -> HelpResult | str | None:
     specs = [SET.param_named(key).setting for key in settings]
     # what render_topic reads of a setting (its name, section and line); its value is a session's, and there is none
     shown = [SettingHelp(s.name, s.aliases, s.section, s.help, "", "", s.default, None, False, []) for s in specs]
-    return HelpResult([], topic=topic, topical=[_entry(c) for c in commands], topic_settings=shown)
+    return HelpResult([], topic=topic, topical=[_entry(c) for c in commands], topic_settings=shown,
+                      gloss=gloss_of(topic))
 
 
 def _topic_help(session: Session, entries: list[HelpEntry], topic: str) -> HelpResult:
@@ -170,7 +174,16 @@ def _topic_help(session: Session, entries: list[HelpEntry], topic: str) -> HelpR
     shown = _settings(session, settings)
     if not commands and len(shown) == 1:
         return HelpResult(entries, setting=shown[0])
-    return HelpResult(entries, topic=topic, topical=[_entry(c) for c in commands], topic_settings=shown)
+    return HelpResult(entries, topic=topic, topical=[_entry(c) for c in commands], topic_settings=shown,
+                      gloss=gloss_of(topic))
+
+
+def gloss_of(topic: str) -> str | None:
+    """What the topic, a name of GPT-2's and nanoGPT's, means in minitf's words, as settings.TOPIC_GLOSSES declares
+    it; None for a word of minitf's own."""
+    from .settings import TOPIC_GLOSSES
+
+    return TOPIC_GLOSSES.get(topic)
 
 
 def _option_help(session: Session, entries: list[HelpEntry], command_: Command, key: str) -> HelpResult:
@@ -282,8 +295,11 @@ def render_help(result: HelpResult, console: Console) -> None:
 
 def render_topic(result: HelpResult, console: Console) -> None:
     """`:help position`: the commands that show it, each with its summary, then the settings about it."""
-    say(console, Text(result.topic.replace("_", " "), style="bold") + Text(": what shows it, and the settings "
-                                                                           "about it"))
+    # a name of GPT-2's and nanoGPT's is spelt as their code spells it (`ln_f`, not "ln f"), then said in minitf's words
+    word = result.topic if result.gloss is not None else result.topic.replace("_", " ")
+    say(console, Text(word, style="bold") + Text(": what shows it, and the settings about it"))
+    if result.gloss is not None:
+        say(console, Text(word, style="bold") + Text(f": {result.gloss}"))
     # from the shell its name as a line starts it, `minitf embed` (its other names are the REPL's to list)
     rows = [(", ".join(":" + n for n in (e.name, *e.aliases)) if syntax() == REPL else named(e.name), e.summary)
             for e in result.topical]

@@ -80,7 +80,7 @@ class AttnResult:
     VIEW_TEXT,
     BLOCK,
     Param("head", str, help="a head number, or all (default all)", complete=complete_head, meta="N|all"),
-], json_version=5)  # fmt: skip
+], json_version=5, topics=("c_attn", "c_proj"))  # fmt: skip
 def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     layer = check_layer(session, args["layer"])
     n_heads = session.model_config.n_heads
@@ -258,7 +258,7 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
     Param("target", str, blank=True, meta="CHAR",
           help="the next token whose rank each layer gives, ␣ for a space (default: a task's answer, or the true "
                "next token of the default prompt)"),
-], json_version=7, guide="inside-views.md#the-lens-in-the-middle-of-each-block")  # fmt: skip
+], json_version=7, guide="inside-views.md#the-lens-in-the-middle-of-each-block", topics=("lm_head",))  # fmt: skip
 def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     from ..core.bpe import shown_piece
     from .why import one_token
@@ -805,7 +805,7 @@ class EmbedResult:
                                                  "a map"),
 ], json_version=10, guide="inside-views.md#which-tokens-the-model-treats-alike-embed",
    topics=("embedding", "embeddings", "token_embedding", "wte", "position", "positions", "pos", "wpe",
-           "position_table"))  # fmt: skip
+           "position_table", "lm_head"))  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)

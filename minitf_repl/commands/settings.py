@@ -19,7 +19,7 @@ from rich.text import Text
 
 from ..core.bpe import tokenizer_setting
 from ..core.catalog import TASKS, spec_forms
-from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
+from ..core.config import DataConfig, GenConfig, ModelConfig, SettingSpec, TrainConfig
 from ..core.errors import ConfigError, Interrupted, UsageError, UserError
 from ..core.recipes import follow_optimizer, recipe, recipe_label
 from ..core.sizes import check_trainable, check_weights_free
@@ -37,9 +37,9 @@ from ..session import AUTOSAVE_NAME, Session, ShellConfig
 from ..syntax import (SHELL, cmd, exact_text, given_before, keep_with_load, loaded, own_settings, restore,
                       named, setting_text, spell_settings_with, syntax, without_setting)
 from .base import REGISTRY, ablation_note, command, complete_data, sampling_notes, switched_off
-from .shared import (ACCUMULATION_ELSEWHERE, ablations_gone, all_warm_up, bpe_trained_elsewhere, checkpoint_folder,
-                     file_changed, keep_trained_model, load_checked, quantized_gone, read_with, recipe_line,
-                     redraw_untrained, seed_kept_line, switch_data, width_one_reads_nothing)
+from .shared import (ACCUMULATION_ELSEWHERE, WARMUP_ITERS_ELSEWHERE, ablations_gone, all_warm_up, bpe_trained_elsewhere,
+                     checkpoint_folder, file_changed, keep_trained_model, load_checked, quantized_gone, read_with,
+                     recipe_line, redraw_untrained, seed_kept_line, switch_data, width_one_reads_nothing)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -221,8 +221,43 @@ def setting_spellings() -> dict[str, str]:
 SETTING_TOPICS = {
     "pos_encoding": ("position", "positions", "pos", "positional", "positional_encoding", "position_embedding",
                      "wpe", "sinusoidal", "sinusoids"),
-    "tie_embeddings": ("tied", "tie", "tying", "weight_tying", "embedding", "embeddings", "token_embedding", "wte"),
+    "tie_embeddings": ("tied", "tie", "tying", "weight_tying", "embedding", "embeddings", "token_embedding", "wte",
+                       "lm_head"),
+    "norm": ("ln_1", "ln_2", "ln_f"),
+    "norm_placement": ("ln_1", "ln_2", "ln_f"),
+    "activation": ("gelu",),
 }
+
+# What a topic that is GPT-2's and nanoGPT's name (their model.py's modules) means in minitf's words: `:help c_attn`
+# listed :qkv and :attn and left the reader to guess that one matrix there is three here. One line each, shown above
+# what declares the word.
+# (word, gloss) pairs, not a table keyed by module names: lm_head, ln_1 are words a reader types here, no decision
+TOPIC_GLOSSES = dict((
+    ("wte", "GPT-2's and nanoGPT's name for the token embedding table W_E (minitf: token_embedding)"),
+    ("wpe", "GPT-2's and nanoGPT's name for the learned table of positions (minitf: position_embedding, built with "
+           "pos_encoding=learned)"),
+    ("c_attn", "GPT-2's and nanoGPT's one matrix that makes q, k and v at once, d_model to 3 x d_model (minitf: "
+              "q_proj, k_proj and v_proj, its three thirds; the training fast path multiplies them as one)"),
+    ("c_proj", "GPT-2's and nanoGPT's name for two matrices that write to the residual stream: attention's output "
+              "projection (minitf: out_proj) and the feed-forward's second matrix (minitf: fc_out)"),
+    ("c_fc", "GPT-2's and nanoGPT's first feed-forward matrix, d_model to 4 x d_model (minitf: fc_in, to d_ff)"),
+    ("mlp", "GPT-2's and nanoGPT's name for each block's feed-forward network (minitf: ffn)"),
+    ("lm_head", "the output head W_U, d_model to a logit for every token of the vocabulary (minitf: lm_head too); "
+               "nanoGPT ties it to wte, as tie_embeddings=on does"),
+    ("ln_1", "the norm before each block's attention, in GPT-2, nanoGPT and minitf alike (a layernorm in GPT-2)"),
+    ("ln_2", "the norm before each block's feed-forward, in GPT-2, nanoGPT and minitf alike"),
+    ("ln_f", "the final norm, after the last block and before the head, in GPT-2, nanoGPT and minitf alike (none "
+            "with norm_placement=post, whose norms follow each add)"),
+    ("gelu", "nanoGPT's nn.GELU(), the exact form x Phi(x) with the erf: minitf's activation=gelu, the default (GPT-2's "
+            "tanh approximation is activation=gelu_tanh)"),
+    ("init", "a fresh model's weights: every matrix and embedding drawn from a normal of std 0.02 (core/model.py's "
+            "INIT_STD), biases 0, as nanoGPT draws them, which also starts each c_proj (out_proj, fc_out) at 0.02 / "
+            "sqrt(2 n_layer); minitf keeps one std, measured not to pay (docs/speed.md)"),
+    ("mfu", "nanoGPT's model FLOPs utilization (estimate_mfu): the FLOPs a second a run achieves over an A100's "
+           "bfloat16 peak, 312 TFLOPS; minitf reports no such ratio, but counts the FLOPs it starts from (below)"),
+    ("flops", "floating-point operations: a forward pass's per token and a training step's in all (3 x the forward, "
+             "as nanoGPT's estimate_mfu counts 6N + 12 L H Q T per token), counted by what is below"),
+))
 
 
 def setting_help(session: Session, key: str) -> SettingHelp | None:
@@ -341,7 +376,8 @@ def _set_params() -> list[Param]:
             # listed them)
             "n_heads": {"complete": _head_values},
             "n_kv_heads": {"complete": _kv_head_values}}
-    return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}", **made.get(spec.name, {}))
+    return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}",
+                                          **made.get(spec.name, {}))
                        for cls in SETTINGS for spec in cls.specs()] + [keys]
 
 
@@ -430,14 +466,62 @@ def _floor_elsewhere(session: Session | None = None) -> str:
             f"min_lr=6e-5 at learning_rate=6e-4 is min_lr_ratio=0.1; {cmd('set', 'lr')} shows the peak rate)")
 
 
+def _dataset_elsewhere(session: Session | None = None) -> str:
+    return (f"the data is no setting: {cmd('data', 'NAME')} switches it, and nanoGPT's dataset=shakespeare_char is "
+            f"{cmd('data', 'shakespeare')} here (read a character at a time, as its _char data is); "
+            f"{cmd('data')} lists the built-in data, and a text file's path works too")
+
+
+def _out_dir_elsewhere(session: Session | None = None) -> str:
+    option = ShellConfig.spec("checkpoint_dir").shell_option
+    where = f"{option} DIR, before the command" if syntax() == SHELL else cmd("set", checkpoint_dir="DIR")
+    return f"nanoGPT's out_dir is the checkpoint_dir setting here, the folder checkpoints go to: {where}"
+
+
+def _init_from_elsewhere(session: Session | None = None) -> str:
+    # from the shell a one-shot train starts from the checkpoint itself (`minitf --load NAME train`)
+    resume = cmd("train", load="NAME") if syntax() == SHELL else f"{restore('NAME')}, then {cmd('train')}"
+    return (f"a model starts where it is loaded from: nanoGPT's init_from=resume is {resume} (NAME a checkpoint "
+            f"{cmd('ls')} lists); init_from=gpt2 is {restore('hf:PATH')}, a Hugging Face GPT-2 folder; "
+            f"init_from=scratch is a new model, {cmd('train', fresh=True)}")
+
+
+def _num_samples_elsewhere(session: Session | None = None) -> str:
+    return (f"each {named('gen')} writes one sample, a fresh one each time (gen_seed none): nanoGPT's num_samples=3 "
+            f"is {cmd('gen')} three times; its max_new_tokens, the sample's length, is n= ({cmd('gen', n=100)})")
+
+
+def _start_elsewhere(session: Session | None = None) -> str:
+    return (f"the prompt is {named('gen')}'s text: nanoGPT's start=TEXT is {cmd('gen', 'TEXT')}"
+            + (", or TEXT typed alone as a line" if syntax() != SHELL else ""))
+
+
+def _always_save_elsewhere(session: Session | None = None) -> str:
+    return (f"the autosave setting saves: on (the default), every {named('train')} writes the checkpoint "
+            f"{AUTOSAVE_NAME!r} at its end and every save_every seconds during it, whatever its val loss "
+            "(nanoGPT's always_save_checkpoint=True); a save only at a better val loss has no setting here: "
+            f"{cmd('set', 'autosave', 'save_every')} shows both")
+
+
+def _eval_only_elsewhere(session: Session | None = None) -> str:
+    return (f"{named('train')} evaluates every eval_every steps and at its end; an evaluation alone, no step taken "
+            f"(nanoGPT's eval_only=True), is {cmd('context')} (the val loss, by position and its mean), "
+            f"{cmd('score', 'TEXT')} (one text's) or {cmd('checks', 'init')} (a fresh model's loss against ln V)")
+
+
 # names a user looks for in :set that live elsewhere (`:set schedule=cosine` was only "unknown option"), nanoGPT's
 # among them (the README promises its names: `lr_decay_iters=300` was asked "did you mean eval_batches?"). Each takes
 # the session where one is at hand (`:help KEY` has it; a line is parsed before) to work its words out for the model.
 SET_ELSEWHERE = {**dict.fromkeys(("schedule", "lr_schedule", "scheduler", "decay_lr", "lr_decay"), _schedule_elsewhere),
                  **dict.fromkeys(("momentum", "beta1", "beta2", "betas", "adam_betas", "nesterov"), _fixed_elsewhere),
-                 **ACCUMULATION_ELSEWHERE,
+                 **ACCUMULATION_ELSEWHERE, **WARMUP_ITERS_ELSEWHERE,
                  **dict.fromkeys(("head_size", "head_dim", "d_head", "d_k"), _head_size_elsewhere),
-                 "lr_decay_iters": _decay_length_elsewhere, "min_lr": _floor_elsewhere}
+                 "lr_decay_iters": _decay_length_elsewhere, "min_lr": _floor_elsewhere,
+                 # nanoGPT's train.py and sample.py names of what no setting here is (`dataset=shakespeare_char` was a
+                 # bare "unknown key", `eval_only` "did you mean eval_every?")
+                 "dataset": _dataset_elsewhere, "out_dir": _out_dir_elsewhere,
+                 "init_from": _init_from_elsewhere, "num_samples": _num_samples_elsewhere, "start": _start_elsewhere,
+                 "always_save_checkpoint": _always_save_elsewhere, "eval_only": _eval_only_elsewhere}
 
 
 # from the shell a change is checked and gone when that one process ends (render_set): its --help says so first
@@ -652,8 +736,9 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             and model.d_ff != 4 * model.d_model):  # d_ff is a setting of its own: scaling d_model leaves it
         ratio = model.d_ff / model.d_model  # "1.3e+02 x d_model" of 512 at d_model=4: no exponent
         times = f"{ratio:,.0f}" if ratio >= 10 else f"{ratio:.2g}"
+        # GPT-2 has no d_model of 64: its rule is what is meant ("GPT-2's 256 at d_model=64" named a model that is not)
         reporter.notice(f"d_ff stays {model.d_ff:,}, {times} x d_model, where it is usually "
-                        f"4 x (GPT-2's {4 * model.d_model:,} at d_model={model.d_model:,}); "
+                        f"4 x d_model = {4 * model.d_model:,}, as GPT-2 sizes it; "
                         f"{cmd('set', d_ff=4 * model.d_model)} "  # it said "widens" of 512 -> 256 too
                         f"{'widens' if model.d_ff < 4 * model.d_model else 'narrows'} the FFN to that")
     if "dtype" in changed:

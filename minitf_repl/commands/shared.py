@@ -735,3 +735,16 @@ def _accumulation_elsewhere(session: Session | None = None) -> str:
 # register its family before train's, first in :help
 ACCUMULATION_ELSEWHERE = dict.fromkeys(("gradient_accumulation_steps", "grad_accum", "grad_accum_steps", "accum_steps",
                                         "gradient_accumulation", "accumulation_steps"), _accumulation_elsewhere)
+
+
+def _warmup_iters_elsewhere(session: Session | None = None) -> str:
+    # No alias, though it reads as one: nanoGPT's get_lr ramps lr x (it + 1) / (warmup_iters + 1), its peak at step
+    # warmup_iters, where core.train.lr_at ramps lr x (s + 1) / warmup_steps, its peak one step earlier. An alias that
+    # set W + 1 for a W typed would show a value nobody typed in :config, and TrainConfig(warmup_iters=W) could not
+    # say so: the line below says the rule and the value to type instead.
+    return ("nanoGPT's warmup_iters=W ramps lr x (it + 1) / (W + 1), the peak at step W; warmup_steps=W ramps lr x "
+            "(s + 1) / W, the peak a step earlier: warmup_iters=W is warmup_steps=W+1 here, e.g. warmup_iters=100 is "
+            f"{cmd('set', warmup_steps=101)}")
+
+
+WARMUP_ITERS_ELSEWHERE = {"warmup_iters": _warmup_iters_elsewhere}  # :set's and :train's

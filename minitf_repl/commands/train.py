@@ -38,10 +38,10 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, 
                       speaking, syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
-from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, RUNS_GOING, WARM_UP_NOTE_FROM, Dropped, SaveResult,
-                     StoppedAside, all_warm_up, continues_line, file_changed_once, held_line, load_checked, moved_to,
-                     rebuilt_line, recipe_line, refuse_a_path, redraw_untrained, save_session, seed_kept_line,
-                     start_fresh, stopped_autosave, switch_data, unseen_by)
+from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, RUNS_GOING, WARM_UP_NOTE_FROM, WARMUP_ITERS_ELSEWHERE,
+                     Dropped, SaveResult, StoppedAside, all_warm_up, continues_line, file_changed_once, held_line,
+                     load_checked, moved_to, rebuilt_line, recipe_line, refuse_a_path, redraw_untrained, save_session,
+                     seed_kept_line, start_fresh, stopped_autosave, switch_data, unseen_by)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -281,7 +281,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=27, elsewhere=ACCUMULATION_ELSEWHERE)  # fmt: skip
+], json_version=27, elsewhere={**ACCUMULATION_ELSEWHERE, **WARMUP_ITERS_ELSEWHERE})  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 

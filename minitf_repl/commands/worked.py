@@ -147,7 +147,8 @@ class QkvResult:
                           "hide; -1: the last)", meta="N"),
     BLOCK,
     QUERY_HEAD,
-], json_version=4, guide="inside-views.md#one-query-worked-out-by-hand-qkv")  # fmt: skip
+], json_version=4, guide="inside-views.md#one-query-worked-out-by-hand-qkv",
+   topics=("c_attn",))  # fmt: skip
 def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     layer = check_layer(session, args["layer"])
     config = session.model_config
@@ -714,7 +715,7 @@ def said_all(k: int | None, n: int, what: str, reporter: Reporter) -> None:
           help="which norm: ln_1 (before attention, the default), ln_2 (before the FFN), ln_f (the final one, "
                "before the head)"),
     Param("k", int, help="features listed, the largest |x_j| first (default 8)", low=1, limit=4096),
-], guide="inside-views.md#one-norm-step-by-step-ln")  # fmt: skip
+], guide="inside-views.md#one-norm-step-by-step-ln", topics=("ln_1", "ln_2", "ln_f"))  # fmt: skip
 def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
     layer = check_layer(session, args["layer"])
     if not norm_kind(session.model_config).normalises:  # its kind declares it the identity: no arithmetic to show
@@ -882,7 +883,8 @@ class FfnResult:
     LAST_POSITION,
     BLOCK,
     Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=4096),
-], json_version=4, guide="inside-views.md#the-feed-forward-as-a-sum-of-its-units-ffn")  # fmt: skip
+], json_version=4, guide="inside-views.md#the-feed-forward-as-a-sum-of-its-units-ffn",
+   topics=("mlp", "c_fc", "c_proj", "gelu"))  # fmt: skip
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "ffn", args, reporter)

@@ -73,6 +73,9 @@ class SettingSpec:
     suggestions: tuple = ()  # what Tab offers for a value that is not one of fixed choices (tokenizer=bpe:N)
     folder: bool = False  # the value is a folder's path: Tab completes folders, a quoted Windows path is read whole
     shell_option: str | None = None  # set: the one-shot shell gives it as this option of minitf's, never as --set
+    # values left out on purpose, each with why, said where one is refused: ((value, why), ...) (dtype=float16, the
+    # GPU fallback of nanoGPT's, was refused with the choices alone)
+    left_out: tuple = ()
 
     def range_text(self) -> str:
         """The valid range in words: "> 0", ">= 1", "in [0, 1)", "" when unbounded."""
@@ -111,7 +114,9 @@ class SettingSpec:
         elif not isinstance(value, str):
             raise ConfigError(f"{name} must be text, got {shown}")
         if self.choices is not None and value not in self.choices:
-            raise ConfigError(f"{name} must be one of {', '.join(map(str, self.choices))}; got {shown}")
+            why = dict(self.left_out).get(value.strip().lower()) if isinstance(value, str) else None
+            raise ConfigError(f"{name} must be one of {', '.join(map(str, self.choices))}; got {shown}"
+                              + (f": {why}" if why else ""))
         if not self._in_range(value):
             # top_k=0 is "off" in other tools (Hugging Face's generate): here none is, and the error says so
             off = self.help.partition("(none: ")[2].partition(")")[0] if self.nullable else ""
@@ -326,7 +331,8 @@ class ModelConfig(Settings):
                                            "data; bpe:N: N tokens); switch the data or the tokenizer to change it")
     # Aliases here and in TrainConfig and GenConfig are nanoGPT's names for the same settings (its train.py and
     # sample.py): a learner who read them types block_size or max_iters, and `:set block_size=32` should not
-    # answer "did you mean batch_size?". Only exact equivalents: nanoGPT's min_lr is a rate, not a ratio.
+    # answer "did you mean batch_size?". Only exact equivalents: nanoGPT's min_lr is a rate, not a ratio, and its
+    # warmup_iters=W peaks at step W, where warmup_steps=W peaks at W - 1 (both said where :set refuses them).
     max_seq_len: int = setting(64, "context window T: the longest input", low=1, limit=16_384,
                                aliases=("block_size",), meant_by=("context", "context_length", "window"))
     # No limits on the sizes themselves: core.sizes.check_trainable bounds the parameters and memory they imply.
@@ -339,8 +345,9 @@ class ModelConfig(Settings):
     d_ff: int = setting(512, "hidden width of the feed-forward network, usually 4 * d_model "
                         "(swiglu uses max(1, int(2 * d_ff / 3)))", low=1)
     dropout: float = setting(0.0, "dropout probability", low=0.0, high=1.0, high_open=True, in_place=True)
-    activation: str = setting("gelu", "feed-forward activation: gelu, relu, gelu_tanh (GPT-2), relu2 (ReLU squared) "
-                              "or swiglu (gated, three matrices)", choices=ACTIVATIONS)
+    activation: str = setting("gelu", "feed-forward activation: gelu (the exact form, with the erf: nanoGPT's "
+                              "nn.GELU()), relu, gelu_tanh (GPT-2's tanh approximation), relu2 (ReLU squared) or "
+                              "swiglu (gated, three matrices)", choices=ACTIVATIONS)
     pos_encoding: str = setting("learned", "positions, since attention alone reads the tokens before it as an "
                                 "unordered set (only the causal mask orders them): a learned table or fixed sinusoids "
                                 "added at the input, rope (q and k rotated inside attention) or none",
@@ -551,7 +558,9 @@ class TrainConfig(Settings):
     lr: float = setting(1e-2, "peak learning rate", low=0.0, low_open=True, aliases=("learning_rate",))
     min_lr_ratio: float = setting(0.1, "the cosine decays towards lr * min_lr_ratio, reached where the run ends "
                                          "(its last step's rate a little above it)", low=0.0, high=1.0)
-    warmup_steps: int = setting(10, "steps of linear warm-up", low=0, limit=10_000_000, aliases=("warmup_iters",))
+    # no alias warmup_iters: nanoGPT's peaks a step later (commands.settings says warmup_iters=W is warmup_steps=W+1)
+    warmup_steps: int = setting(10, "steps of linear warm-up: lr x (s + 1) / warmup_steps at step s, the peak at step "
+                                    "warmup_steps - 1", low=0, limit=10_000_000)
     weight_decay: float = setting(0.01, "weight decay on matrices (AdamW's and Muon's alike)", low=0.0)
     grad_clip: float = setting(1.0, "max global gradient norm (0: off)", low=0.0)
     eval_every: int = setting(100, "steps between evaluations", low=1, limit=10_000_000, aliases=("eval_interval",))
@@ -583,7 +592,11 @@ class TrainConfig(Settings):
                          "recent GPU, a CPU with AMX or AVX512-BF16), else float32. Muon's Newton-Schulz follows: "
                          "float32 keeps it in float32 too, so every machine runs the same arithmetic: the same digits "
                          "on the same kind of CPU and torch version, about 3 to 4 decimals alike on another kind",
-                         choices=TRAIN_DTYPES)
+                         choices=TRAIN_DTYPES,
+                         left_out=(("float16", "float16 is left out on purpose: its narrow exponent range underflows "
+                                    "small gradients unless the loss is scaled (nanoGPT's float16 runs through a "
+                                    "GradScaler), where bfloat16 keeps float32's range and needs no scaling; "
+                                    "dtype=bfloat16, or float32 where bfloat16 is slow"),))
     compile: bool = setting(False, "train through torch.compile(model); the first step compiles (falls back to eager)")
     # core/fastpath.py: the readable model's function from fewer kernels; views and :shapes keep the readable path.
     fast_path: bool = setting(True, "training steps compute the model with one q/k/v product and fused attention "
