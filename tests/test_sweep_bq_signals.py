@@ -116,7 +116,8 @@ def test_the_live_loss_table_follows_the_terminal_back_to_its_width():
         assert "┃" not in narrow and "tokens/s" not in narrow, narrow  # the narrow layout, at 60 columns
         console.width = 140  # widened again
         wide = _drawn(console, reporter.training_view())
-        assert "┃ step ┃ train loss ┃" in wide and "tokens/s" in wide, wide  # it stayed narrow until the run's end
+        # it stayed narrow until the run's end
+        assert "┃ step ┃ train loss ┃" in wide and "tokens/s" in wide, wide
     finally:
         reporter.close()
 

@@ -247,7 +247,7 @@ def test_a_long_token_leaves_the_views_tables_readable():
     step = StepResult("The", 0.8, None, None, 1, [StepRow(7, LONG, 3.0, 0.0, True, True, 0.612, True)], 50257, 50257,
                       50257, LONG, 7, 0.612, 1)
     step = plain(step, width=80)
-    assert "␣--------------… 3.000 0.000 off off 0.612" in step  # was: the token, not one number; off: no filter (s59)
+    assert "␣--------------… 3.000 0.000 off off 0.612" in step  # was: the token alone; off: no filter (s59)
     score = ScoreResult(LONG + " x", [LONG, " x"], [0.25], [1.386], [LONG], [0.5], [True], 1.386, 10.8, unit="token")
     assert "0 ␣--------------… ␣x 0.250 1.386 ␣--------------… 0.50" in plain(score, width=80)  # was: "0… 1…"
 

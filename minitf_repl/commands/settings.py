@@ -248,8 +248,8 @@ TOPIC_GLOSSES = dict((
     ("ln_2", "the norm before each block's feed-forward, in GPT-2, nanoGPT and minitf alike"),
     ("ln_f", "the final norm, after the last block and before the head, in GPT-2, nanoGPT and minitf alike (none "
             "with norm_placement=post, whose norms follow each add)"),
-    ("gelu", "nanoGPT's nn.GELU(), the exact form x Phi(x) with the erf: minitf's activation=gelu, the default (GPT-2's "
-            "tanh approximation is activation=gelu_tanh)"),
+    ("gelu", "nanoGPT's nn.GELU(), the exact form x Phi(x) with the erf: minitf's activation=gelu, the default "
+            "(GPT-2's tanh approximation is activation=gelu_tanh)"),
     ("init", "a fresh model's weights: every matrix and embedding drawn from a normal of std 0.02 (core/model.py's "
             "INIT_STD), biases 0, as nanoGPT draws them, which also starts each c_proj (out_proj, fc_out) at 0.02 / "
             "sqrt(2 n_layer); minitf keeps one std, measured not to pay (docs/speed.md)"),
