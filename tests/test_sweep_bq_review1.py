@@ -24,17 +24,8 @@ from minitf_repl.syntax import REPL
 
 from test_commands import Recorder, run, tiny_session
 from test_render import plain
-
-
-class Clock:
-    """A clock that moves on 100 s each time it is read: every evaluation comes after save_every's 60."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 100.0
-        return self.now
+from test_sweep_bq_autosave import Clock
+from test_sweep_bq_signals import trained_in_no_checkpoint
 
 
 class Stoppable(Recorder):
@@ -237,13 +228,7 @@ def test_a_stop_during_a_save_during_the_run_does_not_write_that_step_again(monk
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 def test_the_save_at_sigterm_names_a_folder_other_than_the_one_minitf_began_in(monkeypatch, checkpoint_dir,
                                                                                tmp_path):
-    def full(path, data):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    with monkeypatch.context() as m:
-        m.setattr(store, "write_file", full)
-        session = tiny_session()
-        assert run(session, ":train").save_error
+    session = trained_in_no_checkpoint(monkeypatch)
     elsewhere = tmp_path / "elsewhere"
     run(session, f":set checkpoint_dir={elsewhere}")
     err = Console(file=io.StringIO(), width=400, color_system=None)

@@ -28,7 +28,7 @@ from test_commands import run, tiny_session
 POSIX = pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP, SIGTSTP nor SIGSTOP on Windows")
 
 
-def _trained_in_no_checkpoint(monkeypatch):
+def trained_in_no_checkpoint(monkeypatch):
     """A session whose :train autosave failed (a full disk), the disk then free again."""
     def full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -43,7 +43,7 @@ def _trained_in_no_checkpoint(monkeypatch):
 
 @POSIX
 def test_sighup_at_the_prompt_saves_a_model_in_no_checkpoint_before_leaving(monkeypatch, checkpoint_dir):
-    session = _trained_in_no_checkpoint(monkeypatch)
+    session = trained_in_no_checkpoint(monkeypatch)
     out = Console(file=io.StringIO(), width=300, color_system=None)
     err = Console(file=io.StringIO(), width=300, color_system=None)
     hangup = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGHUP))  # the terminal closed, at the prompt
@@ -64,7 +64,7 @@ def test_sighup_at_the_prompt_saves_a_model_in_no_checkpoint_before_leaving(monk
 
 @POSIX
 def test_the_save_at_sigterm_gives_up_after_its_time_and_says_the_model_is_lost(monkeypatch, checkpoint_dir):
-    session = _trained_in_no_checkpoint(monkeypatch)
+    session = trained_in_no_checkpoint(monkeypatch)
 
     def stuck(path, data):  # another session's save holding the folder, a hung network drive
         time.sleep(30)

@@ -36,7 +36,7 @@ from ..render.tables import NARROW, add_row, fits
 from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import SHELL, cmd, given_before, look_again, option, syntax, train_first
+from ..syntax import SHELL, cmd, given_before, look_again, named, option, syntax, train_first
 from .base import (VIEW_DEFAULT, ablation_note, command, default_prompt, long_prompt_notice, sample_prompt,
                    sampling_notes, switched_off, typeable_prompt, with_given)
 
@@ -688,8 +688,8 @@ SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation setti
                                          "is added where it ranks lower)", low=1, limit=100_000)],
          # no options of :step, each a setting that does nothing to its pick (`minitf step cache=off` was told to
          # give it with --set, which showed the same step)
-         elsewhere={"cache": lambda: "the KV cache changes no pick, only its speed: each :step reads the window "
-                                     f"afresh; {cmd('kv')} shows what the cache does"},
+         elsewhere={"cache": lambda: f"the KV cache changes no pick, only its speed: each {named('step')} reads the "
+                                     f"window afresh; {cmd('kv')} shows what the cache does"},
          guide="inside-views.md#sampling-the-next-token-step-and-gen",
          topics=SAMPLING_TOPICS, json_version=6)  # fmt: skip
 def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
@@ -872,7 +872,7 @@ def render_step(result: StepResult, console: Console) -> None:
         say(console, f"stopped after {steps} of the {count(result.asked, 'step')} asked for", "yellow")
     elif steps == 1:  # where to go next: more steps, more candidates, and the cache that makes :gen fast
         note(console, f"{cmd('step', 'TEXT', n=5)} picks 5 tokens one after another, {option('rows', 30)} lists more "
-                      f"candidates; {cmd('kv')} shows how :gen's KV cache saves recomputing the text")
+                      f"candidates; {cmd('kv')} shows how {named('gen')}'s KV cache saves recomputing the text")
     ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: its logits are near equal, every probability near 1/V; "
