@@ -19,7 +19,8 @@ for the two below: the GELU FFN's own backward, and oneDNN's products for the FF
 plain Linear layers (each module's forward, with its products through `linear`).
 
 `tests/test_fastpath.py` checks that the loss and every gradient equal the readable path's within
-1e-5 for every variant. The trainer takes this path unless `fast_path=off` or someone is listening:
+1e-5 for every variant. The trainer takes this path unless `fast_path=off`, a part is of a caller's own
+class where this path would skip its code (`own_part`), or someone is listening:
 a view, a shape trace or an ablation works through forward hooks on the model's modules, which
 this path does not call, so any hook on the model sends the step down the readable path instead
 (`listened`). Dropout draws different masks here (the fused kernel draws its own), so with dropout
@@ -91,7 +92,7 @@ from torch.autograd.function import once_differentiable
 
 from .config import PRODUCTS_ENV
 from .feedforward import SwiGLU
-from .model import FeedForward, KVCache, LayerKV
+from .model import FeedForward, KVCache, LayerKV, MiniTransformerLM, MultiHeadSelfAttention, TransformerBlock
 
 
 def listened(model: nn.Module, modules: list[nn.Module] | None = None) -> bool:
@@ -149,17 +150,36 @@ class FastPath(nn.Module):
 
     @staticmethod
     def supports(model: nn.Module, cached: bool = False) -> bool:
-        """Whether this path can run `model`.
+        """Whether this path can run `model`: it computes the model's function only from parts it knows.
 
         Without a cache it concatenates the q/k/v projections' weights, so they must be plain Linear
         layers. Cached decoding calls the three projections as they are, so any projection module
         will do: the int8 copy of :quantize (core.quantize.Int8Linear) decodes through here too.
         """
-        blocks = getattr(model, "blocks", None)
-        if blocks is None:
+        if own_part(model) is not None:
             return False
         return cached or all(type(getattr(block.attn, name, None)) is nn.Linear
-                             for block in blocks for name in ("q_proj", "k_proj", "v_proj"))
+                             for block in model.blocks for name in ("q_proj", "k_proj", "v_proj"))
+
+
+def own_part(model: nn.Module) -> str | None:
+    """The first part whose forward this path would not run, as "blocks.0.attn (GatedAttention)"; None if none.
+
+    FastPath.forward and `attention` compute the model's, the blocks' and attention's forwards again in their
+    own way, so a caller's subclass of any of the three (a gate on attention, a scaled embedding), or another
+    module in one's place, would be skipped: trained and sampled as a model other than the one written. Such a
+    model runs its own forward instead. Every other part (norms, positions, the feed-forward, the head) is called
+    as the module it is, or by exact type (`feed_forward`, `module_linear`), so any class of a caller's own there
+    runs its own code on this path too.
+    """
+    if type(model) is not MiniTransformerLM:
+        return f"the model ({type(model).__name__})"
+    for i, block in enumerate(model.blocks):
+        if type(block) is not TransformerBlock:
+            return f"blocks.{i} ({type(block).__name__})"
+        if type(block.attn) is not MultiHeadSelfAttention:
+            return f"blocks.{i}.attn ({type(block.attn).__name__})"
+    return None
 
 
 def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) -> torch.Tensor:

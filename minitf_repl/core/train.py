@@ -744,14 +744,15 @@ class Trainer:
     def _eager_forward(self):
         """The module a training step calls: the fast path (core.fastpath), or the readable model.
 
-        The readable model when `fast_path` is off, and whenever a hook listens to it (a view, a
-        trace, an ablation): those hooks sit on modules the fast path does not call.
+        The readable model when `fast_path` is off, where a part is of a caller's own class
+        (core.fastpath.own_part), and whenever a hook listens to it (a view, a trace, an ablation):
+        those hooks sit on modules the fast path does not call.
         """
         return self._ddp if self._ddp is not None else self._plain_forward()
 
     def _plain_forward(self):
         """The fast path or the readable model, in this process alone (what evaluation calls, never DDP)."""
-        if not self.config.fast_path:
+        if not self.config.fast_path or not FastPath.supports(self.model):  # a part of a caller's own: own_part
             return self.model
         if self._fast is None or self._fast.model is not self.model:
             self._fast = FastPath(self.model)
