@@ -222,7 +222,8 @@ def test_gen_show_probs_of_a_blown_up_model_does_not_blame_the_default_sampling_
     run(s, ":set n_layers=2 d_model=16 n_heads=2 d_ff=32 max_seq_len=16")
     run(s, ":train")
     result = run(s, ":gen n=5 show=probs gen_seed=1")  # temperature 0.8, no top_k, no top_p: nothing cut
-    assert all(p == 1.0 for p in result.probs)  # the model's own certainty
+    # the model's own certainty: exactly 1 on some CPUs, 1 - 9e-16 on an AMD Zen 3 (its kernels round otherwise)
+    assert all(p > 1 - 1e-9 for p in result.probs)
     text = plain(result)
     assert "these sampling settings" not in text and "or by a model whose logits are thousands apart" in text
 

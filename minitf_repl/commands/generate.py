@@ -452,6 +452,9 @@ def gen_stats(result: GenResult) -> str:
     return text + (" (stopped)" if result.stopped else "")
 
 
+CERTAIN = 1 - 1e-6  # a pick's probability at least this is 1 to the legend's eye (it shows two decimals)
+
+
 def gen_notes(result: GenResult, console: Console) -> None:
     """What a reader needs to make sense of generated text: the default prompt, whitespace, no training."""
     asked = result.answer.question == result.prompt if result.answer is not None else result.unfinished is not None
@@ -460,8 +463,9 @@ def gen_notes(result: GenResult, console: Console) -> None:
                       f"time unless gen_seed is set; {cmd('gen', 'QUESTION')} asks your own)")
     elif result.default_prompt:
         note(console, f"no prompt given: started from {quoted(result.prompt)}")
-    if result.probs and all(p == 1.0 for p in result.probs):  # the colours say nothing of the model here
-        # the settings leave one token, or the model does: one trained at lr=30 puts all but e^-1000 on its guess
+    if result.probs and all(p >= CERTAIN for p in result.probs):  # the colours say nothing of the model here
+        # the settings leave one token, or the model does: one trained at lr=30 puts all but e^-1000 on its guess (or,
+        # on a CPU whose kernels round otherwise, 1 - 9e-16: the same model, and the same one colour)
         note(console, "every token had probability 1 when picked: one token was left to pick at each step, by the "
                       "sampling settings (temperature 0, top_k=1 or a tiny top_p) or by a model whose logits are "
                       "thousands apart; with temperature=1 top_k=none top_p=none the colours are the model's own "

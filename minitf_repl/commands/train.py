@@ -75,6 +75,7 @@ class TrainResult:
     data: str  # what it trained on (the :data spec)
     saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
     save_error: str | None = None  # why that save failed; the training itself is kept
+    own_parts: list[str] = field(default_factory=list, metadata={"view_only": True})  # SaveResult.own_parts of it
     replaced: bool = False  # save=NAME wrote over a checkpoint NAME that was there before
     # the step of the checkpoint save=NAME replaced when this session had neither saved nor loaded it (another
     # session's work, most likely); None when it was this session's, or new
@@ -591,6 +592,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # stopped before its first step (a quick Ctrl-C) has nothing new to keep: its autosave would only push an
     # older run out of the rotation, so it writes none (save=NAME was asked for by name, and is written).
     saved, save_error, replaced, unseen, moved, files, dropped = None, None, False, None, None, False, None
+    own: list[str] = []  # the model's parts its config does not build, which the save's line names
     kept = held = (None, None)  # NAME's further-trained model kept under another name (or held by another checkpoint)
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave and summary.steps else None)
     if name is not None and not distributed.is_main():
@@ -606,6 +608,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                 session, name, origin="save", same_run=resumed, reporter=reporter,
                 keep_trained=True)  # as :save NAME keeps a further-trained NAME
             saved, kept, held = written.name, (written.kept_as, written.kept_step), (written.held_in, written.held_step)
+            own = written.own_parts
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
             replaced = written.replaced and save_as is not None and own_save is None
             unseen = written.replaced_unseen if save_as is not None else None
@@ -623,7 +626,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
 
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
-        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
+        data=session.data_spec, saved=saved, save_error=save_error, own_parts=own, replaced=replaced,
+        replaced_unseen=unseen,
         moved_aside=moved, moved_files=files, dropped=dropped, stopped_aside=saver.aside,
         running_aside=saver.running_aside, kept_as=kept[0],
         kept_step=kept[1], held_in=held[0], held_step=held[1],
@@ -1074,11 +1078,27 @@ def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool,
 
 
 def _thin(rows: list, most: int) -> list:
-    """At most `most` rows, evenly spread; every evaluated row kept (the chart's validation points)."""
+    """At most `most` rows (docs/json.md promises it of `curve`), the last one kept: the evaluated rows (the chart's
+    validation points) first, the others evenly spread over the room they leave. Keeping every evaluated row on top of
+    an even stride gave 240 rows of 200 (400 steps, eval_every=5); evaluations that fill the room alone are spread too.
+    """
     if len(rows) <= most:
         return [dict(r) for r in rows]
-    stride = -(-len(rows) // most)
-    return [dict(r) for i, r in enumerate(rows) if i % stride == 0 or r["val_loss"] is not None or i == len(rows) - 1]
+    last = len(rows) - 1
+    evaluated = [i for i, r in enumerate(rows) if r["val_loss"] is not None and i != last]
+    if len(evaluated) >= most - 1:
+        keep = _spread(evaluated, most - 1)
+    else:
+        others = [i for i, r in enumerate(rows) if r["val_loss"] is None and i != last]
+        keep = evaluated + _spread(others, most - 1 - len(evaluated))
+    return [dict(rows[i]) for i in sorted(keep + [last])]
+
+
+def _spread(indices: list[int], room: int) -> list[int]:
+    """At most `room` of `indices`, evenly spaced from the first."""
+    if room <= 0:
+        return []
+    return indices[::-(-len(indices) // room)] if indices else []
 
 
 def train_summary(result: TrainResult) -> str:
@@ -1252,10 +1272,21 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
                      f"a uniform guess: {began} (the switch kept its weights), which it has not learned yet, whatever "
                      f"the rate; train on longer, or {cmd('train', fresh=True)} starts from new weights", "yellow")
-    elif blown_up(result):
+    elif blown_up(result) and (first := began_blown_up(result)) is not None:
+        # not this run's rate: a model blown up by lr=30 went from 3836.9 to 3827.4 at lr=1e-3, and the advice read
+        # "lr=0.001 is a safe start" of the rate it ran at
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
-                     "a uniform guess: training made the model worse, which a learning rate too high for it does; "
-                     f"{cmd('lrfind')} finds one that trains, {cmd('set', lr=0.001)} is a safe start", "yellow")
+                     f"a uniform guess, and was before this run (its first step's loss {first:.4g}): the weights it "
+                     f"continued were broken already, whatever its rate; {cmd('load')} a checkpoint from before they "
+                     f"broke ({cmd('ls')} lists them), or {cmd('train', fresh=True)} starts from new weights", "yellow")
+    elif blown_up(result):
+        # its weights stay broken: a next :train at a safe rate continues them (a 1-step run at lr=3e4 left weights
+        # whose gradient overflowed at once), so the advice starts afresh
+        say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
+                     "a uniform guess: training made the model worse, which a learning rate too high for it does, and "
+                     "a next run would continue these weights; "
+                     f"{cmd('lrfind')} finds a rate that trains, {cmd('train', fresh=True, lr=0.001)} starts anew at a "
+                     "safe one", "yellow")
     elif stalled(result) and (peak := too_low_rate(result)) is not None:
         # lr=1e-9: a step moves each weight by about lr, and :checks overfit would train at it too and fail alike
         say(console, f"the val loss is still near ln(V) = {uniform_loss(result.vocab_size):.2f}, a uniform guess, "
@@ -1289,7 +1320,13 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
         # one down the rotation), which a script writer learned only from the numbers; the line that continues it
         goes_on = (f"; {cmd('train', load=result.saved)} continues it, a {named('train')} without --load starts anew"
                    if syntax() == SHELL and not result.stopped else "")
-        note(console, f"{what} {result.saved} ({restore(result.saved)} restores it{goes_on})")
+        if result.own_parts:  # (commands.checkpoints.own_parts_line: no :load makes them)
+            from .checkpoints import own_parts_line
+
+            say(console, f"{what} {result.saved}; {own_parts_line(result.saved, result.folder, result.own_parts)}",
+                "yellow")
+        else:
+            note(console, f"{what} {result.saved} ({restore(result.saved)} restores it{goes_on})")
         if result.launch is not None:
             ranks, each = result.launch
             note(console, f"trained by {ranks} processes at batch_size {each} each, a global batch of {ranks * each}: "
@@ -1378,6 +1415,7 @@ STALLED_STEPS = 50  # ... if it ran this many steps: a shorter one may just not 
 
 
 BLOWN_UP = 1.5  # a val loss above this many times ln V: training made the model worse than a uniform guess
+MEMORISED = 0.8  # ... beside a train loss under this many times ln V: learned by heart (`memorised`)
 
 
 def first_run_done(result: TrainResult) -> bool:
@@ -1396,12 +1434,22 @@ def blown_up(result: TrainResult) -> bool:
 
 
 def memorised(result: TrainResult) -> bool:
-    """A run whose val loss ended far above ln V while its train loss is under it: the model learned its training
+    """A run whose val loss ended far above ln V while its train loss is well under it: the model learned its training
     text by heart (90 characters of a 100-character file, val 2.90 against ln V = 1.79 and train 1.06), which was
-    blamed on the learning rate, and the rate suggested ended no better."""
+    blamed on the learning rate, and the rate suggested ended no better. Well under (MEMORISED): a step's train loss
+    is its batch's before the update, so one step at lr=3e4 read 4.625 against ln V = 4.635, a fresh model's chance,
+    beside a val loss of 1.2e10, and was called learning by heart."""
     baseline = uniform_loss(result.vocab_size)
     return (baseline is not None and result.val_loss is not None and result.train_loss is not None
-            and result.val_loss > BLOWN_UP * baseline and result.train_loss < baseline)
+            and result.val_loss > BLOWN_UP * baseline and result.train_loss < MEMORISED * baseline)
+
+
+def began_blown_up(result: TrainResult) -> float | None:
+    """The loss of this command's first step where it was already far above ln V (before any update of it): the
+    weights were broken before it ran, so no rate it ran at explains where it ended."""
+    baseline = uniform_loss(result.vocab_size)
+    first = next((row["train_loss"] for row in result.curve if row.get("train_loss") is not None), None)
+    return first if baseline is not None and first is not None and first > BLOWN_UP * baseline else None
 
 
 TOO_LITTLE = 1e-3  # all a run's steps together at its peak rate move a weight (init std 0.02) by less than this
