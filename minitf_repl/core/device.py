@@ -113,7 +113,8 @@ class DeviceInfo:
 def cpu_has_bf16_units() -> bool:
     """Whether this CPU multiplies bfloat16 matrices in hardware: AMX tiles or AVX512-BF16 instructions.
 
-    Without them bfloat16 is emulated in float32 arithmetic plus conversions, slower than float32.
+    Without them bfloat16 is emulated in float32 arithmetic plus conversions, several times slower than
+    float32 (a training step 7x to 9x on an AVX2-only Zen 3: core.precision.precision_note).
     Units that ONEDNN_MAX_CPU_ISA keeps oneDNN from using count as absent: torch's bfloat16 products
     run in oneDNN, and capped below AVX512_CORE_BF16 they took 46x a float32 product's time on a
     Zen 5 (768 x 128 by 128 x 512: 5.8 ms against 0.13 ms uncapped).
@@ -175,9 +176,10 @@ def cpu_name() -> str:
     """The processor's model name and, where cpuinfo's numbers tell, its generation: "AMD EPYC (Zen 5)".
 
     Cloud machines often report a bare "AMD EPYC" or "Intel(R) Xeon(R) Processor", and generations of
-    one name differ in what decides this lab's speed (a Zen 4 runs AVX-512 at half width, a Zen 5 at
-    full width), so a benchmark line must say which. Off Linux (no /proc) the name comes from torch's own reading of
-    the processor (cpuinfo's, on every system), then from the machine type.
+    one name differ in what decides this lab's speed (a Zen 3 has AVX2 alone and no bfloat16 units, a
+    Zen 4 runs AVX-512 at half width, a Zen 5 at full width), so a benchmark line must say which. Off Linux
+    (no /proc) the name comes from torch's own reading of the processor (cpuinfo's, on every system), then from
+    the machine type.
     """
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:

@@ -138,19 +138,35 @@ def put_back_modes(modes: tuple) -> None:
 def precision_note(dtype: str, device) -> str | None:
     """One line for a person who asked for bfloat16 where the device has no bfloat16 units; else None.
 
-    There bfloat16 is emulated: it saves activation memory but costs time. `auto` never picks it there.
+    There bfloat16 is emulated: it saves activation memory but costs time, several times float32's on a CPU. The
+    line said "likely slower than float32" where a training step of the default model ran 7x to 9x slower (AMD EPYC,
+    Zen 3, AVX2 only: 314 against 2,824 tokens/s in a learner's run, 631 against 4,591 in a sixtieth session's; a
+    768 x 128 by 128 x 512 product 148 ms against 1.8 ms), and a product 46x slower behind an ISA cap on a Zen 5
+    (core.device.cpu_has_bf16_units). `auto` never picks it there.
+
+    The factor it gives is those measurements, not one of this machine: none is at hand when it is said (:set, :load,
+    a run's start) short of timing a product at every :set, and the one measured here, attention's bfloat16 speed
+    (core.fastpath, `:device`), is of one kernel at one shape, which on CPUs with the units reads below 1x as well.
+    It also stays one fixed line, which each command says once across :load, :set and :train (it is compared as
+    said). GPUs without bfloat16 units were not measured: "likely slower" stays theirs.
     """
     if dtype == "bfloat16" and not native_bf16(device):
         kind = torch.device(device).type
         where = ("this CPU has neither AMX nor AVX512-BF16" if kind == "cpu"
                  else f"{kind} has no native bfloat16 matrix units")
-        if kind == "cpu" and (units := capped_bf16_units()):
+        units = capped_bf16_units() if kind == "cpu" else None
+        if units:
             cap = bf16_isa_cap()
             # the units are there, and the environment keeps oneDNN off them: "has neither" sent a student with
             # an AMX CPU to look for another machine, where unsetting one variable was the fix
             where = f"{cap} keeps oneDNN off this CPU's {units} units (unset it to use them)"
-        return (f"bfloat16 autocast, but {where}: it is emulated and likely slower than float32 "
-                "(compare the tokens/s; dtype=auto picks float32 here)")
+        if kind != "cpu":
+            return (f"bfloat16 autocast, but {where}: it is emulated and likely slower than float32 "
+                    "(compare the tokens/s; dtype=auto picks float32 here)")
+        measured = ("a 768 x 128 by 128 x 512 product ran 46x slower so capped on a Zen 5" if units else
+                    "a training step ran 7x to 9x slower on an AVX2-only AMD EPYC, Zen 3")
+        return (f"bfloat16 autocast, but {where}: it is emulated, several times slower than float32 ({measured}; "
+                "compare the tokens/s; dtype=auto picks float32 here)")
     return None
 
 
@@ -172,6 +188,26 @@ def compile_module(model: torch.nn.Module) -> tuple[torch.nn.Module | None, str 
         return torch.compile(model), None
     except Exception as e:  # e.g. "not supported on Python 3.x", a missing backend
         return None, compile_failure_line(e)
+
+
+def compiling_line(dtype: str, device, again: bool = False) -> str:
+    """What a run says as it starts to compile (compile=on), before the step that compiles.
+
+    That step ran 20 s to nearly two minutes on a 2-core AMD EPYC (Zen 3) under a bar at "0/60 eta -:--:--" and no
+    word, or in a log nothing at all: it reads as a hang. Where the run is float32 on a CPU it says too that compiling
+    gains a few per cent at most there (this module's docstring, docs/speed.md), so that a learner who turned it on
+    for speed knows the wait buys little. `again`: a recompile, for the path that runs now (fast_path switched, a
+    hook needs the readable model, or torchrun's wrapper was made anew)."""
+    if again:
+        line = ("compiling the model again, as the path a step runs through changed since it was compiled (fast_path, "
+                "a view's hooks): the next step takes seconds to minutes")
+    else:
+        line = ("compiling the model (compile=on): the first step takes seconds to minutes, the steps after it reuse "
+                "the compiled code")
+    if torch.device(device).type == "cpu" and training_dtype(dtype, device) == "float32":
+        line += ("; in float32 on a CPU the compiled steps run a few per cent faster at most, too little to win "
+                 "that time back in most runs (compile=off skips the compile)")
+    return line
 
 
 def compile_advice() -> str | None:

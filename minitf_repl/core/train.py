@@ -38,8 +38,8 @@ from .history import History, StepInfo
 from .memory import release_freed
 from .model import require_model
 from .optimizers import follow_dtype, make_optimizer, set_weight_decay
-from .precision import (autocast, compile_advice, compile_failure_line, compile_module, is_compile_failure,
-                        precision_note, training_dtype)
+from .precision import (autocast, compile_advice, compile_failure_line, compile_module, compiling_line,
+                        is_compile_failure, precision_note, training_dtype)
 from .probe import evaluating
 from .words import count
 
@@ -697,13 +697,19 @@ class Trainer:
             # the readable model must run): compile what runs now, never the other path.
             self._compiled = None
         if self._compiled is None:
+            again = self._compiled_from is not None  # compiled before: the path changed, or DDP wrapped it anew
             self._compiled_from = eager
-            note(compile_advice())
+            note(compile_advice())  # before torch.compile: it filters out torch's own warning of that
             self._compiled, why = compile_module(eager)  # under DDP: compile the wrapper (torch's advice)
             if self._compiled is None:
                 self._compile_failed = why
                 note(why)
                 return eager
+            # torch.compile is lazy: the step about to run compiles, for seconds to minutes, under a bar at 0 or a
+            # log's silence. Said at each compile, not once a trainer as other notes are: each one waits as long.
+            line = compiling_line(self.config.dtype, self.device, again)
+            self._noted.discard(line)
+            note(line)
             self._compile_pending = True
         return self._compiled
 

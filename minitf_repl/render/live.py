@@ -85,9 +85,14 @@ DROPOUT_TRAIN_WORDS = "with dropout on (usually above the eval-mode loss)"
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
-def progress_line(info) -> str:
+def progress_line(info, compile_seconds: float = 0.0, compile_steps: int = 0) -> str:
     """One evaluation as a line of a log: "step 20 (run 20/40): train loss 3.1114, val loss 3.0005, ...", each number
-    named and shown as the loss table's column of it shows it."""
+    named and shown as the loss table's column of it shows it.
+
+    The eta leaves out the `compile_steps` steps that compiled the model (compile=on) and their `compile_seconds`, as
+    tokens/s leaves them out: counted, a run whose first step compiled for 19.6 s of its 29.1 said "eta 0:00:24" at
+    its half-way line, where 5 s were left. (A run continued from a call that compiled counts that call's compile in
+    its elapsed, which this call's reporter never saw: its eta reads high until the run ends.)"""
     values = {"train_loss": info.train_loss, "train_eval_loss": getattr(info, "train_eval_loss", None),
               "val_loss": info.val_loss, "val_bpc": info.val_bpc,
               "accuracy": info.accuracy, "aux_loss": info.aux_loss, "lr": info.lr,
@@ -95,20 +100,30 @@ def progress_line(info) -> str:
     parts = [f"{header} {show(values[key])}" for key, header, _, show, _ in LOSS_COLUMNS
              if values.get(key) is not None]
     left = info.run_steps - info.run_step
-    if left > 0 and info.run_step > 0 and info.elapsed:  # the bar's eta, which a log has no bar to show
-        parts.append(f"eta {timedelta(seconds=round(info.elapsed / info.run_step * left))}")
+    steady = info.run_step - compile_steps  # the steps that ran at the pace the rest will run at
+    if left > 0 and steady > 0 and info.elapsed:  # the bar's eta, which a log has no bar to show
+        seconds = max(info.elapsed - compile_seconds, 0.0)
+        parts.append(f"eta {timedelta(seconds=round(seconds / steady * left))}")
     return f"step {info.step:,} (run {info.run_step:,}/{info.run_steps:,}): " + ", ".join(parts)
 
 
 FIRST_SIGN = 5.0  # seconds of a run without an evaluation's line after which a log says the pace, once
 
 
-def pace_line(step: int, run_steps: int, seconds: float) -> str:
+def pace_line(step: int, run_steps: int, seconds: float, compile_seconds: float = 0.0,
+              steps_timed: int | None = None) -> str:
     """A run's pace before its first evaluation, as a log's one line: a script's :train said nothing for the 18 to 30
-    s before its first evaluation's line, where a terminal's bar counts and gives an eta."""
-    left = round(seconds / max(step, 1) * (run_steps - step))
-    return (f"step {step:,} of {run_steps:,} after {seconds:.1f} s: about {timedelta(seconds=left)} to go at this pace "
-            "(a line at each evaluation)")
+    s before its first evaluation's line, where a terminal's bar counts and gives an eta.
+
+    `seconds` is this call's time; `steps_timed` the steps of it that ran at the run's pace (default `step`): a
+    continued run's earlier steps are not in `seconds`, and the step that compiled the model (compile=on) is left out
+    with its `compile_seconds`, as tokens/s leaves it out ("step 1 of 40 after 19.6 s: about 0:12:45 to go", of a run
+    that ended 10 s later)."""
+    timed = step if steps_timed is None else steps_timed
+    left = round(max(seconds - compile_seconds, 0.0) / max(timed, 1) * (run_steps - step))
+    compiling = f" ({compile_seconds:.1f} s of it compiling)" if compile_seconds else ""
+    return (f"step {step:,} of {run_steps:,} after {seconds:.1f} s{compiling}: about {timedelta(seconds=left)} to go "
+            "at this pace (a line at each evaluation)")
 
 
 class LossTable:
@@ -506,6 +521,9 @@ class RichReporter(Reporter):
         self._stops = None  # a core.interrupts.StopWatch from on_train_start on: the seconds minitf was stopped
         self._rows_at: list[tuple[float, int]] = []  # when each evaluated row came (time.monotonic()), and its step
         self._began, self._paced = time.monotonic(), False  # the run's start; whether a log has its pace yet
+        self._first_step = 0  # the run's steps done before this call (on_train_start): not in this call's seconds
+        # the run's steps that compiled the model (compile=on) and their seconds, which a log's eta and pace leave out
+        self._compile_seconds, self._compile_steps = 0.0, 0
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -520,6 +538,8 @@ class RichReporter(Reporter):
         if self._stops is None:  # the run's speeds are measured on the wall clock, which a stop does not stop
             self._stops = self._held.enter_context(watching_stops())
         self._began, self._paced = time.monotonic(), False  # a log's pace line (on_step), once a run
+        self._first_step = start_step if 0 <= start_step <= run_steps else 0
+        self._compile_seconds, self._compile_steps = 0.0, 0
         if not self.live:
             return
         self._bar_columns = self._train_columns
@@ -686,18 +706,28 @@ class RichReporter(Reporter):
     def on_step(self, info) -> None:
         if info.val_loss is not None:  # the row a stop before it is said of (stops_line)
             self._rows_at.append((time.monotonic(), info.step))
+        if compiled := getattr(info, "compile_seconds", None):  # the step that compiled: no pace to read from it
+            self._compile_seconds += compiled
+            self._compile_steps += 1
         if self.lines and info.val_loss is not None:
-            say(self.console, progress_line(info))
+            say(self.console, progress_line(info, self._compile_seconds, self._compile_steps))
             self._paced = True  # an evaluation's line gives the pace from here on
-        elif self.lines and not self._paced and (seconds := time.monotonic() - self._began) >= FIRST_SIGN \
-                and 0 < info.run_step < info.run_steps:
-            say(self.console, pace_line(info.run_step, info.run_steps, seconds))
-            self._paced = True
+        elif self.lines and not self._paced and 0 < info.run_step < info.run_steps:
+            # FIRST_SIGN seconds of steps at the run's pace: not the compiling step alone, which said "0:12:45 to
+            # go" of a run 10 s from its end (a log said "compiling the model" before it: core.precision)
+            seconds = time.monotonic() - self._began
+            timed = info.run_step - self._first_step - self._compile_steps
+            if timed > 0 and seconds - self._compile_seconds >= FIRST_SIGN:
+                say(self.console, pace_line(info.run_step, info.run_steps, seconds, self._compile_seconds, timed))
+                self._paced = True
         if self._progress is None:
             return
         self._steps_done, self._run_steps = info.run_step, info.run_steps
         # the steps before this run, which make the bar's count "run 80/200" (a caller may give the run's alone)
         before = getattr(info, "step", info.run_step) - info.run_step
+        # The bar's eta needs no compile_seconds: Rich reads its speed from the time between the updates it keeps,
+        # the first of them this call's first step, so a compiling first step's seconds are never in it (the REPL's
+        # bar said "eta -:--:--" through the compile, then the steady pace from the second step on)
         self._progress.update(
             self._task, completed=info.run_step, total=info.run_steps, description="train",
             loss=f"{info.train_loss:.4f}", tps=f"{info.tokens_per_second:,.0f}", before=before,
