@@ -50,6 +50,11 @@ class ShapesResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran (same shapes)
     # each block has its FFN after attention, as the blocks built say (ffn=off: attention alone)
     ffn: bool = field(default=True, metadata={"view_only": True})
+    # parts of a caller's own that hold parameters beside their children (core.trace.held_parameters): no step
+    # records those, and they are not an expert that did not run
+    held: list = field(default_factory=list, metadata={"view_only": True})
+    # "path (Class)" of the parts of a caller's own whose steps state no formula (core.trace.unstated_parts)
+    unstated: list = field(default_factory=list, metadata={"view_only": True})
 
 
 # json_version 4: the records' symbols were renamed (h -> n_h, h_kv -> n_kv, d_h -> d_hid), and a reader keyed on them
@@ -66,13 +71,13 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
 
     import torch
 
-    from ..core.trace import trace
+    from ..core.trace import held_parameters, trace, unstated_parts
 
     records = trace(model, torch.tensor(ids, dtype=torch.long))
     show_all = bool(args["all"])
     return ShapesResult(prompt, records, n_layers, None if show_all else layer, show_all, model.symbols(1, len(ids)),
                         model.num_parameters(), model.block_parameters(), switched_off(session),
-                        model.config.ffn)
+                        model.config.ffn, held_parameters(model), unstated_parts(model, records))
 
 
 def symbolic(names) -> str:
@@ -261,6 +266,15 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
             where.append(f"{fmt.whole(sum(folded.values()))} in the {len(folded)} other blocks")
         note(console, f"{count(sum(unrun.values()), 'parameter')} did not run ({', '.join(where)}): experts no token "
                       "was routed to, so the trace has no step of theirs (the total counts them)")
+    if result.held:  # a part's own parameter (a gate): it was called "experts no token was routed to", with no experts
+        where = "; ".join(f"{h.path or 'the model'} ({h.kind}) holds {count(h.n_params, 'parameter')}"
+                          for h in result.held[:3]) + (f"; {len(result.held) - 3} more parts too"
+                                                       if len(result.held) > 3 else "")
+        note(console, f"{where} of its own, beside its steps: the trace records steps, so no row shows them, whether "
+                      "the forward reads them or not (the total counts them)")
+    if result.unstated:  # a module of a caller's own: its class and shapes are shown, its formulas it does not say
+        note(console, f"no formula for the steps of {', '.join(result.unstated)}: a part of a caller's own that "
+                      "states no steps() (core.model's parts do), so its rows show the shapes the pass had")
     if any(len(r) == 3 for _, rows in sections for r in rows):
         shown = result.layer if result.layer is not None else 0
         summary += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
@@ -281,6 +295,9 @@ def _unrun_params(result: ShapesResult) -> dict[int, int]:
     for r in result.records:
         if r.layer is not None:
             ran[r.layer] = ran.get(r.layer, 0) + r.n_params
+    for h in result.held:  # a part's own parameters have no step to run them: said apart, not as unrun
+        if h.layer is not None:
+            ran[h.layer] = ran.get(h.layer, 0) + h.n_params
     return {i: n - ran.get(i, 0) for i, n in enumerate(result.block_params) if n > ran.get(i, 0)}
 
 
@@ -313,6 +330,8 @@ class ParamsResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate now
     # of the ledger's activations, the (T, T) maps that training's fast path does not keep (_map_bytes)
     map_bytes: int = field(default=0, metadata={"view_only": True})
+    # "path (Class)" of the parts of a caller's own whose memory for backward is taken on trust (its guessed_parts())
+    guessed: list = field(default_factory=list, metadata={"view_only": True})
 
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
@@ -335,7 +354,8 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
                 "unused": ("cache=off" if not session.gen_config.cache else None if cache_exact(model) else
                            "causal=off" if not config.causal else "ablate mask")}
     return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache, data=session.data_spec,
-                        ablations=switched_off(session), map_bytes=_map_bytes(model, ledger))
+                        ablations=switched_off(session), map_bytes=_map_bytes(model, ledger),
+                        guessed=model.guessed_parts())
 
 
 def _map_bytes(model, ledger: dict) -> int:
@@ -358,6 +378,11 @@ ABLATED_COSTS = "the parameters and costs above are the whole model's: the parts
 def render_params(result: ParamsResult, console: Console) -> None:
     if result.ledger is not None and not result.show_all:
         render_ledger(result.ledger, console, result.kv_cache, result.data, result.map_bytes)
+        if result.guessed:  # a module set by hand that states nothing: its parameters are counted, its memory is not
+            note(console, f"the activations count a guess for {', '.join(result.guessed)}: a part of a caller's own "
+                          "that states not what it keeps for backward (a feed-forward part is taken as a two-matrix "
+                          "FFN of width d_ff, a norm as its output; activation_floats(), or a norm's NormPart base, "
+                          "says it)")
         ablation_note(console, result.ablations, ABLATED_COSTS)
         return
     table = Table(header_style="bold", show_footer=True)

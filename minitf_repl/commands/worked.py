@@ -477,6 +477,8 @@ class ResidResult:
     normalised: bool = field(default=True, metadata={"view_only": True})
     # each block has its FFN after attention (ffn=off: attention alone, so one write a block)
     ffn: bool = field(default=True, metadata={"view_only": True})
+    # the norms scale to rms 1 before their gain (core.inside.ResidualStream.unit_rms): False, the sqrt(d) is not said
+    unit_rms: bool = field(default=True, metadata={"view_only": True})
 
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
@@ -503,7 +505,8 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
                        norm_gain=session.model_config.norm_gain, tied=session.model_config.tie_embeddings,
                        upto=_typed_back(session.data.tokenizer, ids[:stream.at + 1]) if session.model.causal else None,
                        retyped=_typed_back(session.data.tokenizer, ids) is not None,
-                       normalised=norm_kind(session.model_config).normalises, ffn=stream.ffn)
+                       normalised=norm_kind(session.model_config).normalises, ffn=stream.ffn,
+                       unit_rms=stream.unit_rms)
 
 
 def _typed_back(tokenizer, ids: list[int]) -> str | None:
@@ -625,6 +628,12 @@ def render_resid(result: ResidResult, console: Console) -> None:
         if not result.normalised:
             note(console, f"every sublayer read the stream itself, of size {min(reads):.2g}..{max(reads):.2g}: "
                           "with no norm its scale, however it grows, is what the next block's matrices multiply")
+        elif not result.unit_rms:  # DyT's tanh, ScaleNorm: "sqrt(d) times the gain" was said of them, untrue
+            unknown = "; ? in the scale column: it does not say what it divides by (core.norms.NormPart.frozen)"
+            note(console, f"every sublayer read a vector of size {min(reads):.2g}..{max(reads):.2g}: {norm} does not "
+                          "state that it scales its input to a fixed size, as LN and RMSNorm do (to sqrt(d) times the "
+                          "gain), so these sizes alone say how much of the stream's scale it takes away"
+                          + (unknown if any(w.norm.scale is None for w in result.writes) else ""))
         elif shrunk is None:
             note(console, f"yet every sublayer read a vector of size {min(reads):.1f}..{max(reads):.1f} "
                           f"(sqrt(d) = {math.sqrt(result.d_model):.1f}" + (" times the gain" if result.norm_gain else

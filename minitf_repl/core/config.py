@@ -115,6 +115,8 @@ class SettingSpec:
             raise ConfigError(f"{name} must be text, got {shown}")
         if self.choices is not None and value not in self.choices:
             why = dict(self.left_out).get(value.strip().lower()) if isinstance(value, str) else None
+            if why is None and isinstance(self.choices, Choices):  # a module registered for it, no kind declared
+                why = self.choices.why_not(value)
             raise ConfigError(f"{name} must be one of {', '.join(map(str, self.choices))}; got {shown}"
                               + (f": {why}" if why else ""))
         if not self._in_range(value):

@@ -26,7 +26,7 @@ import torch.nn as nn
 from .config import ModelConfig, ffn_hidden
 from .errors import ConfigError
 from .probe import Step
-from .variants import kept_hidden_layers  # noqa: F401 (read from here: the FFN's own count)
+from .variants import FEED_FORWARDS, kept_hidden_layers  # noqa: F401 (kept_hidden_layers: the FFN's own count)
 
 __all__ = ["ACTIVATION_MODULES", "Activation", "Neurons", "ReLUSquared", "SwiGLU", "activation", "activation_formula",
            "below_zero", "ffn_hidden", "kept_hidden_layers", "make_activation"]
@@ -58,8 +58,10 @@ class Activation:
     below_zero: str  # what an output below 0 means, for the :ffn view
 
 
-# activation name (a value of the `activation` setting) -> what `make_activation` builds for it
-ACTIVATION_MODULES: dict[str, Activation] = {}
+# activation name (a value of the `activation` setting) -> what `make_activation` builds for it. The kinds' own table
+# of modules (core.variants.Kinds.modules), the same dict: `activation=name` with a module here and no kind declared
+# is refused with the declaration it lacks, not with the list of choices alone
+ACTIVATION_MODULES: dict[str, Activation] = FEED_FORWARDS.modules
 
 
 def activation(name: str, formula: str, below_zero: str):

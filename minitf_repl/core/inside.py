@@ -396,6 +396,16 @@ class ResidualStream:
     writes: list[StreamWrite]  # two per block, in order (one with ffn=off: attention's)
     final: NormRead | None  # the final norm before the output head (None for post-LN, which has none)
     ffn: bool = True  # each block has its FFN after attention (ffn=off: attention alone, one write a block)
+    # the norms scale what they read to rms 1 before their gain (LayerNorm, RMSNorm: the arithmetic their by_hand()
+    # states), so a sublayer reads sqrt(d) times the gain whatever the stream's size. False: a norm of a caller's own
+    # (DyT's tanh, ScaleNorm's g * x / |x|) that says no such thing, and the view does not claim it
+    unit_rms: bool = True
+
+
+def unit_rms(norm: nn.Module) -> bool:
+    """Whether `norm` states the arithmetic of LayerNorm and RMSNorm (core.norms.ByHand): x / rms(x) before a gain."""
+    by_hand = getattr(norm, "by_hand", None)
+    return callable(by_hand) and by_hand() is not None
 
 
 def _norm_read(norm: nn.Module, h_in: torch.Tensor, h_out: torch.Tensor) -> NormRead:
@@ -458,7 +468,7 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(norm, "label", "norm"),
                           getattr(norm, "divides_by", "scale"), blocks[0].residual, token, p,
                           float(seen["embed"][1].double().norm()), writes, final,
-                          all(block.ffn is not None for block in blocks))
+                          all(block.ffn is not None for block in blocks), unit_rms(norm))
 
 
 # --- one norm at one position, worked by hand ----------------------------------------------------
@@ -708,12 +718,20 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     elif not block.residual and block is not model.blocks[-1]:
         no_tokens = ("with residual=off the next sublayer's output replaces this one's, so its writes reach the "
                      "head only through every later block")
-    elif not callable(frozen):
-        no_tokens = "the final norm does not say how to freeze its scale, so a write cannot be read through it"
-    logits = None
+    through = None  # the final norm frozen at this input's scale (core.norms.FrozenNorm)
     if no_tokens is None:
         end = seen["end"].float().to(model.lm_head.weight.device)
-        read = frozen(end).linear(writes[:, chosen].T.float().to(end.device))  # (k, d): each write through the norm
+        try:
+            through = frozen(end) if callable(frozen) else None
+        except UserError:  # NormPart.frozen's default says "cannot be frozen" by raising (as _norm_read's reading)
+            through = None
+        if through is None:  # a norm of a caller's own (ScaleNorm, DyT): the units are still listed, without tokens
+            no_tokens = (f"the final norm ({getattr(model.ln_f, 'label', type(model.ln_f).__name__)}) does not say "
+                         "how to freeze its scale (a frozen(x) method, core.norms.NormPart), so a write cannot be read "
+                         "through it")
+    logits = None
+    if through is not None:
+        read = through.linear(writes[:, chosen].T.float().to(end.device))  # (k, d): each write through the norm
         logits = in_float64(read @ model.lm_head.weight.detach().T).cpu()  # (k, V)
     neurons = []
     for row, n in enumerate(chosen.tolist()):

@@ -47,7 +47,7 @@ from .errors import ConfigError, DataError, DeviceError
 from .experts import MixtureOfExperts, MoEStats
 from .feedforward import Neurons, SwiGLU, activation_formula, below_zero, kept_hidden_layers, make_activation
 from .interrupts import held
-from .norms import NormPart, make_norm
+from .norms import NormPart, make_norm, stated
 from .positions import RotaryEmbedding, SinusoidalPositions
 from .probe import Probe, Step
 from .variants import feed_forward_kind, position_kind
@@ -266,8 +266,8 @@ class MultiHeadSelfAttention(nn.Module):
                 steps[f"hook_{name}_rep"] = Step(f"{big}: each of the n_kv heads serves {group} query heads: "
                                                  "(B, n_kv, T, d_k) -> (B, n_h, T, d_k)", heads)
         if self.q_norm is not None:
-            steps["q_norm"] = Step(self.q_norm.formula("q", " per head"), heads)
-            steps["k_norm"] = Step(self.k_norm.formula("k", " per head"), kv_heads)
+            steps["q_norm"] = Step(stated(self.q_norm, self.head_dim).formula("q", " per head"), heads)
+            steps["k_norm"] = Step(stated(self.k_norm, self.head_dim).formula("k", " per head"), kv_heads)
         if self.rope is not None:
             # the step hands on q and k; its shape column is q's, and grouped k has n_kv heads of its own
             k_shape = f" (q shown; k is (B, n_kv, T, d_k), n_kv = {self.n_kv_heads})" if self.grouped else ""
@@ -299,7 +299,8 @@ class MultiHeadSelfAttention(nn.Module):
         if self.use_sdpa and not dropout and (self.rope is not None or self.q_norm is not None):
             floats += d  # the kernel's own O beside the merged copy the out projection reads
         if self.q_norm is not None:  # each head's q and k, normalised over head_dim
-            floats += H * self.q_norm.kept_floats() + self.n_kv_heads * self.k_norm.kept_floats()
+            floats += (H * stated(self.q_norm, self.head_dim).kept_floats()
+                       + self.n_kv_heads * stated(self.k_norm, self.head_dim).kept_floats())
         # The fused kernel shares each K and V head with enable_gqa, no copies; with dropout it falls back to the
         # math path, which repeats them to n_heads as the explicit path does (measured: 5% more than counted for
         # n_kv_heads=1, dropout=0.2, attention=sdpa at d=32, T=40)
@@ -403,34 +404,40 @@ class TransformerBlock(nn.Module):
 
     # --- what the views need to know ------------------------------------------------------------------
     def symbols(self) -> dict[str, tuple[int, str | None]]:
-        return {**self.attn.symbols(), **(self.ffn.symbols() if self.ffn is not None else {})}
+        # A feed-forward module of a caller's own (block.ffn = MyFFN()) may state no symbols: it adds none (was an
+        # AttributeError from :shapes); its steps show their shapes in numbers
+        ffn = getattr(self.ffn, "symbols", None)
+        return {**self.attn.symbols(), **(ffn() if callable(ffn) else {})}
 
     def steps(self) -> dict[str, Step]:
         model = ("B", "T", "d")
         # x is the stream the block reads and x' the stream after attention (hook_resid_mid), which the second half
         # reads: "x + FFN(LN(x))" read as the block's input plus its FFN, attention left out
         skip, skip_mid = ("x + ", "x' + ") if self.residual else ("", "")  # residual=off: the output replaces it
-        norm_1 = self.ln_1.label  # LN, RMSNorm: the norm the model has, by its own name
+        # a norm module of a caller's own set by hand says no formula: its class names it (core.norms.stated)
+        d = self.attn.out_proj.in_features
+        ln_1, ln_2 = stated(self.ln_1, d), stated(self.ln_2, d) if self.ln_2 is not None else None
+        norm_1 = ln_1.label  # LN, RMSNorm: the norm the model has, by its own name
         if self.ffn is None:  # ffn=off: attention only, and the block hands on x', the stream after it
             post = self.post_norm
-            ln_1 = self.ln_1.formula(f"{skip}Attention(x)", " (post-norm)") if post else self.ln_1.formula("x")
+            formula = ln_1.formula(f"{skip}Attention(x)", " (post-norm)") if post else ln_1.formula("x")
             return {
-                "ln_1": Step(ln_1, model),
+                "ln_1": Step(formula, model),
                 "hook_resid_mid": Step(f"{norm_1}({skip}Attention(x))" if post else f"{skip}Attention({norm_1}(x))",
                                        model),
                 "hook_resid_post": Step("x', as it is (ffn=off: no FFN after attention)", model),
             }
-        norm_2 = self.ln_2.label
+        norm_2 = ln_2.label
         if self.post_norm:  # the norm comes after the residual add
             return {
-                "ln_1": Step(self.ln_1.formula(f"{skip}Attention(x)", " (post-norm)"), model),
-                "ln_2": Step(self.ln_2.formula(f"{skip_mid}FFN(x')", " (post-norm)"), model),
+                "ln_1": Step(ln_1.formula(f"{skip}Attention(x)", " (post-norm)"), model),
+                "ln_2": Step(ln_2.formula(f"{skip_mid}FFN(x')", " (post-norm)"), model),
                 "hook_resid_mid": Step(f"{norm_1}({skip}Attention(x))", model),
                 "hook_resid_post": Step(f"{norm_2}({skip_mid}FFN(x'))", model),
             }
         return {
-            "ln_1": Step(self.ln_1.formula("x"), model),
-            "ln_2": Step(self.ln_2.formula("x'"), model),
+            "ln_1": Step(ln_1.formula("x"), model),
+            "ln_2": Step(ln_2.formula("x'"), model),
             "hook_resid_mid": Step(f"{skip}Attention({norm_1}(x))", model),
             "hook_resid_post": Step(f"{skip_mid}FFN({norm_2}(x'))", model),
         }
@@ -446,13 +453,14 @@ class TransformerBlock(nn.Module):
             2d             with dropout: the noise of the attention-output and FFN dropouts
         """
         d = self.attn.out_proj.in_features
+        ln_1 = stated(self.ln_1, d).kept_floats()  # a norm set by hand that states nothing: its output
         if self.ffn is None:  # ffn=off: the input, ln_1 and attention, the one dropout
-            return d + self.ln_1.kept_floats() + self.attn.activation_floats(seq_len, dropout) + (d if dropout else 0)
+            return d + ln_1 + self.attn.activation_floats(seq_len, dropout) + (d if dropout else 0)
         states = getattr(self.ffn, "activation_floats", None)
         # A feed-forward module of a caller's own that states nothing is taken as a two-matrix FFN of width d_ff.
         ffn = states(dropout) if callable(states) else 2 * self.d_ff
-        return (d + self.ln_1.kept_floats() + self.attn.activation_floats(seq_len, dropout) + d
-                + self.ln_2.kept_floats() + ffn + (2 * d if dropout else 0))
+        return (d + ln_1 + self.attn.activation_floats(seq_len, dropout) + d
+                + stated(self.ln_2, d).kept_floats() + ffn + (2 * d if dropout else 0))
 
 
 # The std of every linear and embedding matrix at the start (core.checks' init check reasons from it).
@@ -770,13 +778,14 @@ class MiniTransformerLM(nn.Module):
     def steps(self) -> dict[str, Step]:
         model = ("B", "T", "d")
         tied = self.config.tie_embeddings
-        final = "h" if self.post_norm else f"{self.ln_f.label}(h)"  # what the head reads: post-norm has no ln_f
+        ln_f = stated(self.ln_f, self.config.d_model)  # a norm set by hand that states nothing: its class names it
+        final = "h" if self.post_norm else f"{ln_f.label}(h)"  # what the head reads: post-norm has no ln_f
         steps = {
             "token_embedding": Step("x = W_E[idx]" + (" (W_E shared with lm_head)" if tied else ""), model, ("B", "T")),
             "hook_embed": Step(self.embedding_formula(), model),
             "embed_dropout": Step("dropout(h)", model, idle=True),
             "ln_f": Step("h (post-norm: the last block's output is normalised already)" if self.post_norm
-                         else self.ln_f.formula("h"), model),
+                         else ln_f.formula("h"), model),
             "lm_head": Step(f"logits z_t = {final} W_E^T (weight tied to token_embedding)" if tied
                             else f"logits z_t = {final} W_U^T (own weight, untied)", ("B", "T", "V"), model),
         }
@@ -792,6 +801,20 @@ class MiniTransformerLM(nn.Module):
             return "h = x (no positions and no causal mask: nothing tells the tokens' order)"
         return kind.embedding
 
+    def guessed_parts(self) -> list[str]:
+        """"path (Class)" of each part set by hand (`block.ffn = MyFFN()`) whose memory for backward
+        activation_floats takes on trust, as it states none: a feed-forward module without activation_floats() (a
+        two-matrix FFN of width d_ff), a norm that is no NormPart (its output, norms.stated). :params says so."""
+        parts = []
+        for b, block in enumerate(self.blocks):
+            if block.ffn is not None and not callable(getattr(block.ffn, "activation_floats", None)):
+                parts.append(f"blocks.{b}.ffn ({type(block.ffn).__name__})")
+            parts += [f"blocks.{b}.{name} ({type(norm).__name__})" for name, norm in (("ln_1", block.ln_1),
+                      ("ln_2", block.ln_2)) if norm is not None and not isinstance(norm, NormPart)]
+        if not self.post_norm and not isinstance(self.ln_f, NormPart):  # post-norm's ln_f is an identity: keeps none
+            parts.append(f"ln_f ({type(self.ln_f).__name__})")
+        return parts
+
     def activation_floats(self, seq_len: int) -> int:
         """Floats the forward pass keeps for backward, per token, in training mode (measured in the tests).
 
@@ -802,5 +825,5 @@ class MiniTransformerLM(nn.Module):
         """
         d, dropout = self.config.d_model, self.config.dropout > 0
         floats = sum(block.activation_floats(seq_len, dropout) for block in self.blocks)
-        final_norm = 0 if self.post_norm else self.ln_f.kept_floats()
+        final_norm = 0 if self.post_norm else stated(self.ln_f, d).kept_floats()
         return floats + (d if dropout else 0) + d + final_norm + 2 * self.config.vocab_size

@@ -11,9 +11,11 @@ A norm is a module that states what the views need to know about it (`NormPart`)
 writes it in `:shapes`, the floats it keeps for the backward pass (core.ledger) and, where `:ln` may
 work it out by hand, the numbers of its arithmetic (`by_hand()`). Its kind, declared in core.variants
 (not here: the shell checks `norm=` before torch, so before this module, loads), says what it learns,
-so that core.sizes counts it without torch. A new norm is a class here with `@builds(name)` and a
-`from_config(dim, config)` classmethod, and its `declare_norm(...)` in core.variants: the model, the
-shape trace, the ledger and the sizes ask it, and nothing else changes.
+so that core.sizes counts it without torch. A new norm is a class here that subclasses `NormPart`
+(as well as nn.Module), with `@builds(name)` and a `from_config(dim, config)` classmethod, and its
+`declare_norm(...)` in core.variants: the model, the shape trace, the ledger and the sizes ask it, and
+nothing else changes. `make_norm` checks each piece as it builds one, the kind's parameter count too,
+and names the one missing.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ import torch.nn as nn
 
 from .config import ModelConfig
 from .errors import ConfigError, UserError
+from .variants import NORMS
 
 EPS = 1e-5  # ModelConfig.norm_eps's default, nn.LayerNorm's own, so the two kinds differ only in their formula
 
-# norm name (a value of the `norm` setting) -> the module class that `make_norm` builds for it
-NORM_MODULES: dict[str, type[nn.Module]] = {}
+# norm name (a value of the `norm` setting) -> the module class that `make_norm` builds for it. The kinds' own table
+# of modules (core.variants.Kinds.modules), the same dict: `norm=name` with a class here and no kind declared is
+# refused with the declaration it lacks, not with the list of choices alone
+NORM_MODULES: dict[str, type[nn.Module]] = NORMS.modules
 
 
 def builds(name: str):
@@ -48,10 +53,46 @@ def make_norm(config: ModelConfig, dim: int) -> nn.Module:
     cls = NORM_MODULES.get(config.norm)
     if cls is None:
         raise ConfigError(f"norm={config.norm} has no module; decorate its class with @norms.builds({config.norm!r})")
+    name = cls.__name__ if isinstance(cls, type) else repr(cls)
+    # The views read a norm's label, formula, kept floats and frozen scale (NormPart's defaults say "unknown" for
+    # what a norm does not state): a class without them was built and then made :shapes and :params fail with an
+    # AttributeError, so the contract is checked here, where the norm is named
+    if not (isinstance(cls, type) and issubclass(cls, NormPart)):
+        raise ConfigError(f"norm={config.norm}'s class {name} is not a norms.NormPart, which says what the views read "
+                          f"of a norm; subclass it: class {name}(norms.NormPart, nn.Module)")
     if not callable(getattr(cls, "from_config", None)):  # was: a bare AttributeError from the line below
         raise ConfigError(f"norm={config.norm}'s class {cls.__name__} cannot be built from a config; give it a "
                           "classmethod from_config(dim, config) that returns the norm over dim features")
-    return cls.from_config(dim, config)
+    norm = cls.from_config(dim, config)
+    if type(norm).kept_floats is NormPart.kept_floats and not isinstance(getattr(norm, "dim", None), int):
+        raise ConfigError(f"norm={config.norm}'s {name} has no dim, the features it normalises over, which "
+                          "NormPart.kept_floats counts for the memory views; set self.dim = dim in its __init__")
+    check_count(config, dim, norm)
+    return norm
+
+
+def check_count(config: ModelConfig, dim: int, norm: nn.Module) -> None:
+    """ConfigError where the norm's kind counts other parameters than the module built has.
+
+    core.sizes counts a model from the kinds before anything is built (the shell's size checks, :set's
+    memory estimate), so a kind that miscounts made every such number wrong in silence (a tester's said
+    9,568 for a model of 9,763). The norm over `dim` features is checked each time one is built: cheap.
+    """
+    kind = NORMS.get(config.norm)
+    if kind is None:  # a config made without its checks: the setting's own refusal is the one to give
+        return
+    said, has = kind.parameters(dim, config), sum(p.numel() for p in norm.parameters())
+    if said != has:
+        raise ConfigError(f"norm={config.norm}'s kind counts {said:,} parameters for one norm over {dim} features, "
+                          f"but its module {type(norm).__name__} has {has:,}; make NormKind({config.norm!r}, "
+                          "parameters=...) count what from_config builds (core.sizes sizes a model by it)")
+
+
+def stated(norm: nn.Module, dim: int) -> NormPart:
+    """What the views read of a norm: the norm itself, or, for a module of a caller's own set on a model by hand
+    (`block.ln_1 = MyNorm()`, which make_norm never saw), a NormPart that names it by its class and says it states
+    no formula. `dim`: the features it normalises over, its output counted as what it keeps for backward."""
+    return norm if isinstance(norm, NormPart) else Unstated(type(norm).__name__, dim)
 
 
 @dataclass
@@ -120,6 +161,17 @@ class NormPart:
     def kept_floats(self) -> int:
         """Floats the norm keeps for the backward pass per vector, beyond its input (its output, by default)."""
         return self.dim
+
+
+class Unstated(NormPart):
+    """A norm module that is not a NormPart (see `stated`), as the views read it: its class name and its width."""
+
+    def __init__(self, label: str, dim: int):
+        self.label = label
+        self.dim = dim
+
+    def formula(self, of: str, note: str = "") -> str:
+        return f"{self.label}({of}){note} (a module of a caller's own, not a norms.NormPart: it states no formula)"
 
 
 @builds("layernorm")

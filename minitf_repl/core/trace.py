@@ -138,3 +138,48 @@ def trace(model: nn.Module, idx: torch.Tensor) -> list[TraceRecord]:
     with listening(model, hooks):
         model(idx)
     return records
+
+
+# --- what the trace cannot say of a part of a caller's own -------------------------------------------
+@dataclass
+class HeldParameters:
+    """Parameters a part holds itself, beside its children (a gate on a subclass of attention). The trace listens to
+    the leaf modules only, so no record counts them: the view says whose they are, not "they did not run"."""
+
+    path: str  # the part's module path ("" for the model itself)
+    kind: str  # its class name
+    n_params: int
+    layer: int | None  # its block, None outside the blocks
+
+
+def held_parameters(model: nn.Module) -> list[HeldParameters]:
+    """Each part with children that holds parameters of its own (none of core.model's parts does)."""
+    counts, _ = parameter_owners(model)
+    held = []
+    for path, module in model.named_modules():
+        if counts.get(path) and next(module.children(), None) is not None:
+            layer = _LAYER.search(path + ".")
+            held.append(HeldParameters(path, type(module).__name__, counts[path],
+                                       int(layer.group(1)) if layer else None))
+    return held
+
+
+def unstated_parts(model: nn.Module, records: list[TraceRecord]) -> list[str]:
+    """"path (Class)" of each part whose steps ran with no statement of theirs, in the order they ran.
+
+    Every part of core.model states its steps (`steps()`), so a record without one belongs to a module of a
+    caller's own (`block.ffn = MyFFN()`): the part named is the one below the nearest ancestor that states steps,
+    the module set by hand, whose own children (MyFFN's Linear) the trace shows in numbers only.
+    """
+    parts: dict[str, str] = {}
+    for r in records:
+        if r.step is not None:
+            continue
+        path = r.path
+        while "." in path:
+            parent = path.rpartition(".")[0]
+            if callable(getattr(model.get_submodule(parent), "steps", None)):
+                break
+            path = parent
+        parts.setdefault(path, f"{path} ({type(model.get_submodule(path)).__name__})")
+    return list(parts.values())

@@ -42,6 +42,10 @@ class Choices(Sequence):
     def __contains__(self, value) -> bool:
         return value in self.registry
 
+    def why_not(self, value) -> str | None:
+        """Why `value`, not one of these, is refused, where the registry can say more than the list of choices."""
+        return self.registry.why_not(value) if isinstance(self.registry, Kinds) else None
+
     def __eq__(self, other) -> bool:
         return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
 
@@ -52,11 +56,28 @@ class Choices(Sequence):
 
 
 class Kinds(dict):
-    """The kinds one setting chooses among, by name, in the order they were declared."""
+    """The kinds one setting chooses among, by name, in the order they were declared.
 
-    def __init__(self, setting: str):
+    `modules` is the table of the modules built for these names (core.norms.NORM_MODULES and
+    core.feedforward.ACTIVATION_MODULES are this very dict, filled when torch loads them): a name with a
+    module and no kind is half a variant, and the setting's refusal names the declaration it lacks
+    instead of listing the choices alone (a tester's `@norms.builds("x")` alone was told only the list).
+    """
+
+    def __init__(self, setting: str, declaration: str = "", registration: str = ""):
         super().__init__()
         self.setting = setting  # the ModelConfig field whose value names the kind
+        self.declaration = declaration  # how a kind is declared, "{name}" for its name: the fix a refusal names
+        self.registration = registration  # how its module is registered, as a refusal names it
+        self.modules: dict = {}  # name -> what builds its module (core.norms, core.feedforward fill it)
+
+    def why_not(self, name) -> str | None:
+        """Why `name` is no value of the setting where a module is registered for it but no kind declared, the fix
+        named; None where nothing is registered (the list of choices says enough)."""
+        if name in self or name not in self.modules:
+            return None
+        return (f"its module is registered ({self.registration.format(name=name)}) but its kind is not declared; "
+                f"declare it too: {self.declaration.format(name=name)}")
 
     def declare(self, kind):
         """Make `kind` a value of the setting."""
@@ -80,7 +101,8 @@ class NormKind:
     normalises: bool = True
 
 
-NORMS = Kinds("norm")
+NORMS = Kinds("norm", "variants.declare_norm(variants.NormKind({name!r}, lambda dim, config: <its parameters over dim "
+                      "features>))", "@norms.builds({name!r})")
 declare_norm, norm_kind = NORMS.declare, NORMS.of
 
 
@@ -140,7 +162,8 @@ def kept_hidden_layers(name: str) -> int:
     return FEED_FORWARDS[name].hidden_layers_kept()
 
 
-FEED_FORWARDS = Kinds("activation")
+FEED_FORWARDS = Kinds("activation", "variants.declare_feed_forward(variants.FeedForwardKind({name!r}))",
+                      "@feedforward.activation({name!r}, ...)")
 declare_feed_forward, feed_forward_kind = FEED_FORWARDS.declare, FEED_FORWARDS.of
 
 
@@ -166,7 +189,7 @@ class PositionKind:
         return config.max_seq_len * config.d_model if self.learned else 0
 
 
-POSITIONS = Kinds("pos_encoding")
+POSITIONS = Kinds("pos_encoding")  # no table of modules: core.positions builds what a kind says, by its fields
 declare_position, position_kind = POSITIONS.declare, POSITIONS.of
 
 
