@@ -311,8 +311,11 @@ def docs_page(registry=None) -> str:
         "",
         "`minitf COMMAND --json` prints one JSON document on standard output, and nothing else (progress and",
         "errors go to standard error). Its first key, `schema`, names the command and the version of its",
-        f'fields: `"{train}"`. A field is never renamed, removed or retyped under the same version;',
-        "a change raises the version, so a script can check `schema` and refuse what it does not know.",
+        f'fields: `"{train}"`. A change to the fields (one added, renamed, removed or retyped) raises the',
+        "version, so a script can check `schema` and refuse what it does not know. Every field of a schema",
+        "is required and no other is allowed, so a document validates against its own version's schema",
+        "alone. Some versions changed their fields before the guard held them, as",
+        "[fields changed under one version](#fields-changed-under-one-version) says.",
         "",
         "A command that fails prints no document: standard output stays empty, one `error:` line on",
         "standard error says why, and the exit status is not 0",
@@ -331,12 +334,62 @@ def docs_page(registry=None) -> str:
         "",
         "This page is generated from the result types by `python -m minitf_repl.schema --write`.",
         "",
+        *_changed_section(),
     ]
     for command in sorted(commands, key=lambda c: c.name):
         schema = command_schema(command)
         lines += [f"## `{schema['$id']}`", "", f"`minitf {command.name} --json`: {command.summary}", "",
                   "| field | type | meaning |", "|---|---|---|", *_rows(schema["properties"]), ""]
     return "\n".join(lines)
+
+
+# Versions whose fields changed while their number did not (git log -p minitf_repl/schemas, every commit): the docs
+# page said "never renamed, removed or retyped under the same version", which a script validating an older document
+# found untrue. (id, the last commit that changed its fields, its date, what changed), by id.
+CHANGED_UNDER_ONE_VERSION = (
+    ("attrib/2", "43242c19", "2026-12-04", "`ablations` added"),
+    ("checks/1", "9a0b3519", "2026-12-03", "`batch`, `position_table`, `post_norm`, `residual`, `init.reads_own`, "
+     "`init.own_p`, `overfit.given`, `overfit.recited`, `overfit.recitable`, `causal.reach_half`, "
+     "`causal.reach_most` and `causal.tokens` added"),
+    ("context/1", "d72f8ccb", "2026-12-04", "`curve.trained`, `curve.past_error` and `curve.past_gain` added"),
+    ("ffn/1", "31127615", "2026-12-03", "`pre_name`, `below_zero` and `ablations` added"),
+    ("gen/1", "679556cd", "2026-12-01", "`raw` and `answered` added"),
+    ("grad/1", "fe13e1c6", "2026-12-03", "`norm_scale`, `residual`, `optimizer`, `step_lr`, `clip_scale`, "
+     "`parts[].step` and `tensors[].step` added"),
+    ("kv/1", "42f6be3e", "2026-12-03", "`ablations` and `int8` added"),
+    ("lrfind/1", "9a0b3519", "2026-12-03", "`warmup_steps` and `run_steps` removed"),
+    ("muon/1", "7f26ebc8", "2026-12-03", "`step.sign_top_share` removed, `step.adamw_first` and "
+     "`step.adamw_top_share` added"),
+    ("ngram/1", "45f66685", "2026-12-03", "`train_total`, `val_total` and `rows[].model_below_at` added"),
+    ("qkv/1", "31127615", "2026-12-03", "`ablations` added"),
+    ("resid/1", "31127615", "2026-12-03", "`norm_scale` and `ablations` added; `writes[].norm.std`, "
+     "`writes[].norm.rms`, `final.std` and `final.rms` replaced by `.scale`"),
+    ("score/1", "08907805", "2026-12-03", "`untrained` added"),
+    ("set/4", "195c5e35", "2026-12-04", "`shown[].recipe` added"),
+    ("step/2", "f75f8809", "2026-12-04", "`int8` added"),
+)
+
+
+def _changed_section() -> list[str]:
+    """The docs page's account of the versions whose fields changed under one number, and since when none has."""
+    rows = [f"| `minitf.{vid}` | {commit} ({date}) | {what} |" for vid, commit, date, what in CHANGED_UNDER_ONE_VERSION]
+    return [
+        "## Fields changed under one version",
+        "",
+        "`python -m minitf_repl.schema` (run by tests/test_json_schema.py, with `--write` refusing as well) has",
+        "checked since the first versioned document (2026-12-01) that no fields change under a checked-in version.",
+        "It compares them with the checked-in `minitf_repl/schemas/COMMAND.json` alone, so a change that",
+        "rewrote that file with them went through: 27 changes in 23 commits did, the last on 2026-12-04",
+        "(f75f8809). None has since (`git log -p minitf_repl/schemas`). A document of one of the versions",
+        "below, printed by a minitf older than the commit named, does not validate against the last schema",
+        "of that id (a required field missing, or one no longer allowed). Of these ids, `minitf.lrfind/1` and",
+        "`minitf.set/4` are still current: their older documents fail against the schema shipped today.",
+        "",
+        "| id | its fields last changed in | what changed |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def write(registry=None) -> list[str]:
@@ -355,15 +408,42 @@ def write(registry=None) -> list[str]:
     return refused
 
 
+USAGE = "usage: python -m minitf_repl.schema [--write | --help]"
+
+
+def help_text() -> str:
+    """What `python -m minitf_repl.schema --help` prints: what it checks, what --write does, where the files are."""
+    return "\n".join([
+        USAGE,
+        "",
+        "The JSON Schemas of `minitf COMMAND --json`, derived from each command's result dataclass.",
+        "",
+        "With no argument: checks that every command's derived schema is the checked-in one and that",
+        "docs/json.md is current; prints what differs, one line each, to standard error (exit 1), else",
+        "nothing (exit 0).",
+        "",
+        "--write: writes every command's schema and docs/json.md. It refuses (exit 1) to change the fields",
+        "of a version already checked in: raise json_version on the command's @command in commands/ first.",
+        "A changed comment (a field's description) alone is rewritten in place.",
+        "",
+        f"schemas:   {SCHEMA_DIR}/COMMAND.json (shipped with the package)",
+        f"docs page: {DOCS_PAGE}",
+    ])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # a real --help: it printed the usage line alone, to standard error, and exited 2
+    if argv and argv[0] in ("--help", "-h"):
+        print(help_text())
+        return 0
     if argv == ["--write"]:
         refused = write()
         for line in refused:
             print(f"refused: {line}", file=sys.stderr)
         return 1 if refused else 0
     if argv:
-        print("usage: python -m minitf_repl.schema [--write]", file=sys.stderr)
+        print(f"{USAGE}; --help says what each does", file=sys.stderr)
         return 2
     found = problems()
     if DOCS_PAGE.is_file() and DOCS_PAGE.read_text() != docs_page():

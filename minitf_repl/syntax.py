@@ -190,14 +190,21 @@ def interactive() -> str:
     return " ".join(_minitf())
 
 
-def given_before(name: str, option: str, value, new_model_on: str | None = None, keep_load: bool = True) -> str:
+def given_before(name: str, option: str, value, new_model_on: str | None = None, keep_load: bool = True,
+                 autosaving: bool = False) -> str:
     """From the shell, the line that runs command `name` in this session with minitf's own `option` (--set, --data,
     --load) given `value`: `minitf --checkpoint-dir DIR --set lr=0.1 train`. What a one-shot `minitf set lr=0.1`,
     `minitf data sort` or `minitf load K` would have to be given as, for the command after it to see it.
 
     `new_model_on`: the setting rebuilds the model, which --load refuses (it would reset the loaded weights), so
     where this session was loaded the line starts a new model on that data instead (`--data sort`). `keep_load`
-    False: the line leaves this session's --load out (--checkpoint-dir DIR moves where --load reads from)."""
+    False: the line leaves this session's --load out (--checkpoint-dir DIR moves where --load reads from).
+    `autosaving`: the next line loads the autosave this train writes, so the line leaves out this session's `--set
+    autosave=off`, as _saving_train does (kept, the train saved nothing, and `--load autosave` after it failed or,
+    worse, opened an older autosave without a word)."""
+    if autosaving:
+        with _autosaving():
+            return given_before(name, option, value, new_model_on, keep_load)
     if option == "--load":
         return cmd(name, load=str(value))
     if option == "--data" and name == "train" and loaded():
@@ -385,16 +392,22 @@ def without_setting(key: str):
         _INVOKED.reset(token)
 
 
+@contextlib.contextmanager
+def _autosaving():
+    """Within this block, a shell line leaves out this invocation's autosave setting (one pair of a --set that gives
+    several, under any spelling of its name): for a train whose autosave the next line loads. Only that pair goes: a
+    `--set 'autosave=off lr=0.1'` lost its lr too, and a `--set 'lr=0.1 autosave=off'` kept autosave=off."""
+    with _holding(_INVOKED, tuple(_without(list(_INVOKED.get()), ("--set", "autosave=on")))):
+        yield
+
+
 def _saving_train() -> str:
     """`cmd('train')`, for a line whose next command loads the autosave that train writes: from the shell, without
     this session's `--set autosave=off`, which would leave nothing to load."""
     if syntax() == REPL:
         return cmd("train")
-    token = _INVOKED.set(tuple(p for p in _INVOKED.get() if p[0] != "--set" or p[1].partition("=")[0] != "autosave"))
-    try:
+    with _autosaving():
         return cmd("train")
-    finally:
-        _INVOKED.reset(token)
 
 
 def look_again(then: str, autosave: str, *positional, again: str = "look again", **options) -> str:
@@ -418,7 +431,7 @@ def rebuilt_with(then: str, autosave: str, data: str, config, **settings) -> str
     if loaded():
         settings = {**{k: v for k, v in own_settings(config).items() if k not in settings}, **settings}
     pairs = " ".join(f"{k}={exact_text(v)}" for k, v in settings.items())
-    return (f"{given_before('train', '--set', pairs, new_model_on=data)} trains one, then "
+    return (f"{given_before('train', '--set', pairs, new_model_on=data, autosaving=True)} trains one, then "
             f"{cmd(then, load=autosave)} looks again")
 
 

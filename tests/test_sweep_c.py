@@ -77,7 +77,7 @@ def test_the_report_says_what_ablate_switched_off(tmp_path):
     page = (tmp_path / "off.html").read_text()
     assert result.ablations == ["head 0.1"] and "made with head 0.1 switched off" in plain(result)
     assert "Switched off by <code>:ablate</code>: head 0.1.</b>" in page
-    assert json_document(REGISTRY["report"], result)["schema"] == "minitf.report/4"
+    assert json_document(REGISTRY["report"], result)["schema"] == "minitf.report/5"
     run(session, ":ablate off")
     run(session, ":ablate mask")
     run(session, f":report {tmp_path / 'mask.html'}")

@@ -1271,8 +1271,9 @@ class ReportResult:
     replaced: bool = field(default=False, metadata={"view_only": True})
     # the page replaced_unseen names was the new page byte for byte (a rerun of `minitf report`): nothing kept
     same_page: bool = field(default=False, metadata={"view_only": True})
-    # the copy kept_as names replaced a copy kept before it (one a page name)
-    kept_over: bool = field(default=False, metadata={"view_only": True})
+    # the copy kept_as names replaced a copy kept before it (one copy a page name): that older copy, an earlier page,
+    # is gone (false: no copy was there, or nothing was kept)
+    kept_over: bool = False
 
 
 def complete_html(session) -> list[str]:
@@ -1292,7 +1293,7 @@ def complete_html(session) -> list[str]:
           help="the text the attention maps, the embedding map's bold tokens and teacher forcing read; past the "
                "model's window its start is dropped and its last max_seq_len tokens read, as :attn and :score read "
                "it (default: a sample of the data, ended where a word ends)"),
-], interruptible=True, json_version=4)  # fmt: skip
+], interruptible=True, json_version=5)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, shown_frames, write_report
 

@@ -545,8 +545,8 @@ def render_compare(result: CompareResult, console: Console) -> None:
         # from the shell one line trains such a model and the next generates from its autosave: `--set causal=off,
         # minitf train, then minitf gen` trained a masked model and generated from a new one
         shows = (f"{cmd('set', causal=False)}, {cmd('train')}, then {cmd('gen')} shows it" if syntax() == REPL else
-                 f"{given_before('train', '--set', 'causal=off')} trains one, then {cmd('gen', load=AUTOSAVE_NAME)} "
-                 "shows it")
+                 f"{given_before('train', '--set', 'causal=off', autosaving=True)} trains one, then "
+                 f"{cmd('gen', load=AUTOSAVE_NAME)} shows it")
         say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position but the last read the token it predicts; "
                      f"such a loss is no language model's, and the model cannot generate ({shows})", "yellow")
 

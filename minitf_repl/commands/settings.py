@@ -1087,7 +1087,7 @@ def render_set(result: SetResult, console: Console) -> None:
         train, attn, gen = cmd("train", schedule="new") if kept else cmd("train"), cmd("attn"), cmd("gen")
         if syntax() == SHELL:  # the setting ends with this one-shot command: the train line carries it, and the
             # looks start from the autosave that train writes (the loaded checkpoint never trained without the mask)
-            train = given_before("train", "--set", "causal=off") + (" --schedule new" if kept else "")
+            train = given_before("train", "--set", "causal=off", autosaving=True) + (" --schedule new" if kept else "")
             attn, gen = cmd("attn", load=AUTOSAVE_NAME), cmd("gen", load=AUTOSAVE_NAME)
         note(console, f"the mask is back{kept}: position i reads positions j <= i only"
              if result.changed["causal"][1] else
