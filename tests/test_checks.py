@@ -320,7 +320,7 @@ def test_big_models_skip_what_they_cannot_afford(session, monkeypatch):
 def test_the_json_document(session):
     result = run(session, ":checks init rows")
     doc = json.loads(json.dumps(json_document(REGISTRY["checks"], result)))
-    assert doc["schema"] == "minitf.checks/10" and doc["passed"] == ["init", "rows"]
+    assert doc["schema"] == "minitf.checks/11" and doc["passed"] == ["init", "rows"]
     assert doc["rows"]["other_largest"] == 0.0 and doc["causal"] is None and doc["init"]["passed"] is True
 
 

@@ -108,7 +108,7 @@ def test_kv_in_the_shell():
     assert "the cache holds 11.5 KiB after the last step: 512 B a position (2 layers x K and V x 4" in out
     short = run(session, ":kv hello -n 3")
     assert [s.cached_positions for s in short.steps] == [5, 1, 1]
-    assert json_document(REGISTRY["kv"], short)["schema"] == "minitf.kv/6"
+    assert json_document(REGISTRY["kv"], short)["schema"] == "minitf.kv/7"
     long = run(session, ":kv hello n=40")
     listed = [line for line in text_of(long).splitlines() if line.strip()[:1].isdigit()]
     # the first and last steps, and the step where the window first slides (28) with the one before it

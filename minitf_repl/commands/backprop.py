@@ -33,7 +33,7 @@ from ..render.tables import fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, look_again, named
+from ..syntax import cmd, look_again, named, restore
 from .base import BLOCK, ablation_note, check_layer, command, known_text, switched_off, view_prompt
 from .worked import eps_share, position_table, rounding, spark_scale, stream_update
 
@@ -106,8 +106,31 @@ class GradResult:
 
 def float32_part(check) -> str:
     """A gradient check's float32 g.u beside the float64 one, in words: how far float32's rounding takes it."""
+    if not math.isfinite(check.backprop):  # overflowed (lr=1e5's weights): no rounding makes "+nan, nan off"
+        return (f"; in float32, the weights' own dtype, g.u is not finite ({check.backprop:g}): the float32 gradient "
+                "overflowed, which no rounding does, so these weights cannot train in float32")
     return (f"; in float32, the weights' own dtype, g.u = {check.backprop:+.6g}, {check.relative_float32:.0e} off "
             "(relative; float32 rounds, the more the nearer the loss and its slope are to 0)")
+
+
+def not_finite(result: GradResult) -> str | None:
+    """Where the float32 gradient stops being finite, from the loss down (None: finite everywhere): weights a huge rate
+    blew up (lr=1e5) overflow on the way down, and every figure below that point is nan or inf. Found from the
+    figures the view already holds, in backprop's order; a part's |dL/dW| last, as a gradient can overflow in a
+    weight's own product while the stream's stays finite."""
+    finite = math.isfinite
+    if not finite(result.loss):
+        return "the loss"
+    if not finite(result.logits):
+        return "the logits"
+    if not finite(result.top):
+        return f"the output head{' and the final norm' if result.placement == 'pre' and result.normalised else ''}"
+    for s in result.stream:
+        if not all(map(finite, (s.arrives, s.skip, s.through, s.leaves))):
+            return f"blocks.{s.block}.{s.part}"  # the model's own name of the sublayer, as the table's f column
+    if not all(map(finite, [result.embed, result.head, result.embedding] + result.positions)):
+        return "the input"
+    return next((p.name for p in result.parts if not finite(p.grad)), None)
 
 
 def training_part(t, lead: str = "that checks float32's backprop") -> str:
@@ -178,9 +201,10 @@ def render_grad(result: GradResult, console: Console) -> None:
     note(console, "the chain rule from the loss down, one step per part, in the reverse of the forward's order; "
                   "every |.| below is over the whole text")
     where = "at each position" if n == T else f"at each counted position (0 at the other {T - n})"
+    agrees = (f"agrees to {result.softmax_diff:.0e} ({rounding(result.softmax_diff, [])})"
+              if math.isfinite(result.softmax_diff) else "is not finite (see below)")  # not "nan (more than rounding)"
     say(console, f"dL/dz_t = (softmax(z_t) - onehot(y_t)) / N {where} (N = {n}): |dL/dz| = "
-                 f"{result.logits:.4f}; autograd's dL/dz agrees to {result.softmax_diff:.0e} "
-                 f"({rounding(result.softmax_diff, [])})")
+                 f"{result.logits:.4f}; autograd's dL/dz {agrees}")
     # norm=none: the formula names no norm (f(Id(h)) spoke of one the model has not got), as its kind declares
     update = (stream_update(norm, pre, result.residual) if result.normalised else
               "h + f(h)" if result.residual else "f(h)")
@@ -220,7 +244,17 @@ def render_grad(result: GradResult, console: Console) -> None:
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
                   f"input {h_0}" + (" (cos: of the sublayer's part with the skip's)" if result.residual else ""))
     gain = result.embed / result.top if result.top > 0 else math.nan
-    if result.top == 0:  # d_model=1: LN_f of one feature is its bias alone, so the loss reads nothing of the stream
+    broken = not_finite(result)
+    if broken is not None:
+        # one line that says so: the sentences below read nan as a figure ("nan at h_0 (xnan), so even the first block
+        # learns from the loss directly"), and what to do is the same wherever the overflow starts
+        where = (f"the float32 loss is not finite ({result.loss:g}): the forward pass overflowed, so no gradient is"
+                 if broken == "the loss" else
+                 f"the float32 gradient is not finite from {broken} down (it overflowed: the table's nan and inf)")
+        say(console, f"{where}: these weights cannot train, as a step would write nan into every weight it reaches; "
+                     f"{restore('NAME')} brings back a checkpoint from before the rate blew them up ({cmd('ls')} "
+                     "lists them), or train anew at a lower lr", "yellow")
+    elif result.top == 0:  # d_model=1: LN_f of one feature is its bias alone, so the loss reads nothing of the stream
         say(console, f"no gradient reaches the stream: |dL/dh_L| is 0 at the top, so every block gets 0 and "
                      "learns nothing from this loss: what the output head reads does not depend on the stream (as "
                      "at d_model=1, where LayerNorm's x - mean(x) is 0 and it outputs its bias alone)")
@@ -258,7 +292,7 @@ def render_grad(result: GradResult, console: Console) -> None:
         say(console, f"every add's gradient passes a norm's Jacobian on the way down ({top} at the top, {embed} at "
                      "h_0): each norm rescales the whole gradient, skip path included, which is why deep post-norm "
                      "stacks need a warm-up to train")
-    if len(result.positions) > 1:
+    if len(result.positions) > 1 and all(map(math.isfinite, result.positions)):  # bars of nan draw nothing true
         width = max(8, min(len(result.positions), console.width - 34))
         read = ("read by every prediction from t on" if result.causal else
                 "read by every prediction: without the causal mask every prediction reads it")
@@ -333,6 +367,8 @@ def _parameters(result: GradResult, console: Console) -> None:
     # x_f said once: what the head reads, the final norm's output in pre-norm, the last block's in post-norm (no LN_f)
     # and under norm=none (no norm)
     x_f = f"x_f = {result.norm_label}_f(h_L)" if result.placement == "pre" and result.normalised else "x_f = h_L"
+    if not (math.isfinite(result.head) and math.isfinite(result.embedding)):  # "(|.| = nan)": said once, above
+        return
     if result.tied:
         note(console, f"W_E is tied: as the output head it receives dz^T x_f ({x_f}, what the head reads; |.| = "
                       f"{head}), at the input each read token's row receives dL/dx where it was read (|.| = {read}); "

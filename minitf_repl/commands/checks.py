@@ -85,6 +85,9 @@ class ChecksResult:
     # the dtype the session model's own latest step ran in, where it is not trained_dtype (None: the same, unknown, or
     # no training check), which the heading then names beside it
     model_dtype: str | None = field(default=None, metadata={"view_only": True})
+    # the peak rate the training checks' fresh models trained at (the session's lr, which --json states elsewhere:
+    # :config): a run whose loss grew names it, as the one that blew it up
+    lr: float = field(default=0.0, metadata={"view_only": True})
 
     @property
     def failure(self) -> str | None:
@@ -128,7 +131,7 @@ def asked_checks(text: str | None) -> list[str]:
     # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
     Param("steps", int, low=1, limit=100_000,
           help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
-], aliases=("sanity",), json_version=10, guide="inside-views.md#before-trusting-a-run-checks",
+], aliases=("sanity",), json_version=11, guide="inside-views.md#before-trusting-a-run-checks",
    topics=("init",))  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
@@ -156,6 +159,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
         session.threads.decide()  # a fresh look at the other work on the machine before the training checks
         say_emulated([trainer.config.dtype], trainer.device, reporter)
         result.trained_dtype = training_dtype(trainer.config.dtype, trainer.device)
+        result.lr = trainer.config.lr
         if trainer.trained_dtype not in (None, result.trained_dtype):
             result.model_dtype = trainer.trained_dtype
     total = steps * (2 * ("blind" in training) + ("overfit" in training))
@@ -364,6 +368,12 @@ def failure(name: str, check, result: ChecksResult) -> str:
         # from ln V, where a fresh model starts (core.checks.blind_check): the first training loss is of another
         # batch than the val losses, and differs from them by more than a run at lr=1e-9 moves
         uniform = math.log(result.vocab_size)
+        if check.rose:  # lr=30: 32,422 nats, once said "did not move" with the rate "too low"
+            blind = (f"the blind run's {check.blind_loss:.4g} too" if check.blind_loss - uniform > result.blind_margin
+                     else f"the blind run ended at {check.blind_loss:.4g}")
+            return (f"{ended}, and its loss grew: it ended at {check.real_loss:.4g}, above ln V = {uniform:.3f} where "
+                    f"a fresh model starts ({blind}), so training made the model worse. {too_high(result)}"
+                    f"{no_residual(result)}")
         if check.still:
             return (f"{ended}, and neither run moved: both ended near ln V = {uniform:.3f}, where a fresh model "
                     f"starts, far above the unigram counter's {check.unigram_loss:.3f}, which counting alone reaches. "
@@ -377,6 +387,12 @@ def failure(name: str, check, result: ChecksResult) -> str:
         first = (", and though it writes the first row's answer again, not every row's (each row's, or the loss, "
                  "passes)" if check.recitable and check.recited == check.recitable else "")
         start = check.curve[0] if check.curve else math.nan
+        # a loss that grew, not one that stood still: the signed drop of lr=30's run (4.604 → 17,450) was under
+        # STILL, and it was told the rate was too low
+        if start > 0 and (check.final_loss - start) / start > STILL:
+            return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')}: "
+                    f"its loss grew ({start:.4g} → {check.final_loss:.4g}), so training made it worse and more steps "
+                    f"will not help. {too_high(result)}{no_residual(result)}")
         if start > 0 and (start - check.final_loss) / start < STILL:  # lr=1e-7: three times the steps, forever
             return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')}: "
                     f"its loss hardly moved ({start:.4g} → {check.final_loss:.4g}), so more steps will not help; "
@@ -393,6 +409,13 @@ def failure(name: str, check, result: ChecksResult) -> str:
 # overfit: a loss that fell by less than this share of where it began has not moved: a rate too low (1e-7), not too
 # few steps, which "try more steps" offered again and again
 STILL = 0.01
+
+
+def too_high(result: ChecksResult) -> str:
+    """What a training check whose loss grew says of the rate: the one it ran at, too high for this model."""
+    lower = cmd("set", lr=float(f"{result.lr / 10:.3g}")) if result.lr > 0 else cmd("set", "lr")
+    return (f"The rate is too high for this model: the fresh models trained at lr={result.lr:g}; lower it ({lower}), "
+            f"or {cmd('lrfind')} finds one that trains")
 
 
 def reads_nothing_cause(result: ChecksResult) -> str:

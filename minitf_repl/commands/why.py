@@ -488,7 +488,10 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     for p in shown:
         line = Text(_label(p, result).ljust(name_width), style="cyan")
         line.append(f" {p.logit:+7.2f} ")
-        n = max(1, round(abs(p.logit) / peak * bar_width)) if p.logit else 0
+        # whole cells, to the nearest: a part under half a cell draws none, as one that shows as +0.00 never does. A
+        # cell of its own for every part drew +0.00 and +0.02 the same as a cell's worth beside +11069 (276 a cell)
+        # and said they wrote as much as that; the figure beside the bar still says what such a part adds
+        n = 0 if f"{abs(p.logit):.2f}" == "0.00" else round(abs(p.logit) / peak * bar_width)
         if as_text:
             line.append(("█" if p.logit > 0 else "░") * n)
         else:

@@ -67,11 +67,28 @@ def stream_update(norm: str, pre: bool, residual: bool) -> str:
     return new if pre else f"{norm}({new})"
 
 
-def rounding(difference: float, ablations: list[str]) -> str:
-    """Why two computations of the same number differ by `difference`."""
-    if difference < 1e-4:
-        return "float32 rounding"
-    return "more than rounding: an ablation changes the model's own" if ablations else "more than rounding"
+# How far, relative to the values' size, two float32 computations of the same numbers may differ and still be
+# rounding: float32's eps (2^-23, 1.2e-7) times 1,024, for the sums of thousands of products in another order (a fused
+# kernel, a cache) that lie between them. Relative, because float32 rounds each number to eps of its own size: the
+# logits of weights a huge rate blew up (5,000 at lr=30, 1.5e11 at lr=1e5) agreed to 4e-03 and 7e+04, 1e-6 and 5e-7
+# of their size, and an absolute 1e-4 called that "more than rounding"; at sizes up to 1 it is the 1e-4 it was.
+ROUNDING = 2.0**-23 * 1024
+
+
+def rounded(difference: float, size: float = 1.0) -> bool:
+    """Whether `difference` is within float32's rounding of values of up to `size` (max |value|): ROUNDING x
+    max(1, size)."""
+    return difference < ROUNDING * max(1.0, size)
+
+
+def rounding(difference: float, ablations: list[str], size: float = 1.0, of: str = "value") -> str:
+    """Why two computations of the same numbers, the largest of them `size` in size (max |value|, said as "the
+    largest `of`"), differ by `difference`: judged relative to that size (ROUNDING), and the relative figure said
+    where the size is over 1, since there the absolute difference alone reads as large."""
+    relative = f"{difference / size:.0e} of the largest {of}, {size:.2g}: " if size > 1 else ""
+    if rounded(difference, size):
+        return f"{relative}float32 rounding"
+    return relative + ("more than rounding: an ablation changes the model's own" if ablations else "more than rounding")
 
 
 def spark_scale(values: list[float], width: int, show=lambda v: f"{v:.2f}") -> str:
@@ -304,8 +321,10 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     diffs = (result.model_weights_diff, result.model_out_diff, result.fused_out_diff)
     # where all three agree exactly there is no difference to call rounding ("agrees exactly ... (largest
     # difference, float32 rounding)" at at=0, which reads one key)
-    why = ("" if not any(diffs) else
-           f" (largest difference, {rounding(max(result.model_weights_diff, result.model_out_diff), result.ablations)})")
+    # judged against the outputs' size (the weights are at most 1): float32 rounds o_i to its own size
+    size = max([1.0] + [abs(v) for v in result.out])
+    largest = max(result.model_weights_diff, result.model_out_diff)
+    why = "" if not any(diffs) else f" (largest difference, {rounding(largest, result.ablations, size, 'output')})"
     note(console, f"checked: the model's own A row {_agrees(result.model_weights_diff)}, its AV row "
                   f"{_agrees(result.model_out_diff)}, the fused F.scaled_dot_product_attention "
                   f"{_agrees(result.fused_out_diff)}{why}")
@@ -831,7 +850,7 @@ def render_ln(result: LnResult, console: Console) -> None:
     note(console, f"eps = {n.eps:.0e} sits under the square root so that s is never 0: without it s would be "
                   f"{without:.4g}, {_percent(share)} smaller; {where}")  # was "(0.00038 of s)": read as the size
     note(console, f"checked: redone here in float64, y agrees with the model's own {n.which} output to "
-                  f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations)})")
+                  f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations, norm_out_size(n), 'y_j')})")
     learned = ("the stream it reads is random (the norm itself learns nothing)" if n.gain is None else
                "its gains are 1 and its biases 0, so y is x̂" if n.bias_size is not None else
                "its gains are 1, so y is x̂")
@@ -1007,6 +1026,12 @@ def _same_token_apart(tokens: list[str], r: RopeWorked, listed: list[int]) -> tu
     return found
 
 
+def norm_out_size(n) -> float:
+    """The largest |y_j| a norm's view holds (core.inside.NormWorked): its features' (those of the largest |x_j|) and
+    y's RMS, |y| / sqrt(d). At most max |y_j|, so the difference said relative to it is never understated."""
+    return max([abs(f.out) for f in n.features] + [n.size_out / math.sqrt(max(n.d, 1))])
+
+
 def _spread(sizes: list[float]) -> float:
     """How many times the largest of `sizes` is the smallest (1 where all are 0: d_model=1's x̂, which is 0 at every
     position, once divided 0 by 0 in :ln)."""
@@ -1029,6 +1054,8 @@ class KvStep:
     cache_length: int  # keys and values per layer in the cache after the step
     refilled: bool  # the cache was filled from scratch: the first step, or the window slid
     logit_diff: float  # max |cached - naive logits|
+    # max |naive logits| at the step: float32 rounds in proportion to it, so the difference is judged against it
+    logit_size: float = 0.0
 
 
 @dataclass
@@ -1057,7 +1084,7 @@ class KvResult:
                "that both give the same logits.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
-], json_version=6, guide="inside-views.md#decoding-with-the-kv-cache-kv",
+], json_version=7, guide="inside-views.md#decoding-with-the-kv-cache-kv",
    # listed with :gen and :step by `:help gen`, `:help decoding`, ...: :kv stays under "worked out by hand", where
    # the other views that work a formula out step by step are
    topics=SAMPLING_TOPICS,
@@ -1089,7 +1116,7 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
         return shown_piece(session.data.tokenizer, i)
 
     steps = [KvStep(name(s.token), name(s.cached_token), s.cached_positions, s.naive_positions, s.cache_length,
-                    s.refilled, s.logit_diff) for s in found.steps]
+                    s.refilled, s.logit_diff, s.logit_size) for s in found.steps]
     return KvResult(prompt=text, steps=steps, max_seq_len=config.max_seq_len, n_layers=config.n_layers,
                     n_kv_heads=config.kv_heads, head_dim=config.head_dim,
                     cache_bytes_per_token=found.cache_bytes_per_token, cached_seconds=found.cached_seconds,
@@ -1135,9 +1162,13 @@ def render_kv(result: KvResult, console: Console) -> None:
     console.print(fitting_table(console, names, rows, left=("token",), optional=("cache holds", "max |Δ logit|")))
     cached = sum(s.cached_positions for s in result.steps)
     naive = sum(s.naive_positions for s in result.steps)
-    largest = max(s.logit_diff for s in result.steps)
-    why = ("more than rounding: without the mask the cache is not exact, below" if largest >= 1e-4 and not result.causal
-           else rounding(largest, result.ablations))
+    # the step whose difference is largest against its own logits' size: float32 rounds each step's logits in
+    # proportion to their size, which a model a huge rate blew up puts at 1e11
+    worst = max(result.steps, key=lambda s: s.logit_diff / max(1.0, s.logit_size))
+    largest = worst.logit_diff
+    why = ("more than rounding: without the mask the cache is not exact, below"
+           if not rounded(largest, worst.logit_size) and not result.causal
+           else rounding(largest, result.ablations, worst.logit_size, "logit"))
     agree = f"agree to {largest:.0e} ({why})" if largest else "agree exactly, bit for bit"
     say(console, f"positions run through the model: {cached} with the cache, {naive} without "
                  f"({naive / max(cached, 1):.1f}x); the logits {agree}")

@@ -64,6 +64,11 @@ BLIND_MARGIN = 0.1
 # the default rate gets past the counter in 100 steps. Such runs fail: at lr=1e-9 a fresh model's two losses already
 # differ by about 0.1, so the margin alone passed or failed a model that learned nothing by its seed
 BLIND_STILL = 0.1
+# blind: a real run that ended above ln V, where it began, by more than the larger of this and BLIND_STILL of the room
+# to the counter did not fail to move: it rose. At lr=30 (grad_clip=0) its val loss ended at 32,422 nats, the blind
+# run's at 15,941, and "still" (ln V - min(real, blind) < a tenth of the room) called that "did not move" and the rate
+# too low; a fresh model's loss sits within 0.05 of ln V at lr=1e-9, so a rise of 0.1 nats is none of its noise
+BLIND_ROSE = 0.1
 # overfit: the loss on the one batch that counts as learned by heart, as a share of ln V
 OVERFIT_TARGET = 0.05
 OVERFIT_ROWS = 2  # "as few as two examples": learned by heart well within 100 steps (pydoc: by step 13)
@@ -169,8 +174,13 @@ class BlindCheck:
     # the unigram counter counted only the targets the loss scores (a task's answers), not whole rows as :ngram
     # does: on sort its question digits and '=' put the counter at 2.383 where the answers' digits are ln 10
     unigram_scored: bool = False
-    # neither run moved from ln V a tenth of the way to the unigram counter (BLIND_STILL): failed, whatever the gap
+    # neither run moved from ln V a tenth of the way to the unigram counter (BLIND_STILL), nor rose: failed, whatever
+    # the gap
     still: bool = False
+    # the real run ended above ln V, where it began, by more than BLIND_ROSE (or a tenth of the way to the counter):
+    # training made the model worse, a rate too high for it; failed, whatever the gap (both can blow up, the blind
+    # run further)
+    rose: bool = False
 
 
 @dataclass
@@ -489,14 +499,16 @@ def blind_check(model_config, train_config, data, steps, device, unigram, on_ste
     real, blind = runs
     learnable = not getattr(data, "nothing_to_learn", False)
     real_loss, blind_loss = real.history[-1]["val_loss"], blind.history[-1]["val_loss"]
-    moved = math.log(data.tokenizer.vocab_size) - min(real_loss, blind_loss)  # from ln V, where both began
-    room = math.log(data.tokenizer.vocab_size) - unigram  # where counting alone gets to
-    still = room > 0 and moved < BLIND_STILL * room
+    uniform = math.log(data.tokenizer.vocab_size)  # ln V, where both began
+    room = uniform - unigram  # where counting alone gets to
+    # a loss that grew is no loss that stayed: the signed drop of a run that blew up is negative, and read as "still"
+    rose = real_loss - uniform > max(BLIND_ROSE, BLIND_STILL * room)
+    still = room > 0 and uniform - min(real_loss, blind_loss) < BLIND_STILL * room and not rose
     return BlindCheck(steps, real_loss, blind_loss, unigram, real.history[0]["train_loss"],
                       data.tokenizer.itos[0], learnable,
-                      blind_loss - real_loss >= BLIND_MARGIN and not still if learnable else None,
+                      blind_loss - real_loss >= BLIND_MARGIN and not still and not rose if learnable else None,
                       reads_input=_reads_input(model_config, train_config, data, device),
-                      unigram_scored=unigram_scored, still=still)
+                      unigram_scored=unigram_scored, still=still, rose=rose)
 
 
 def _reads_input(model_config, train_config, data, device) -> bool:

@@ -764,6 +764,7 @@ class DecodeStep:
     cache_length: int  # keys and values per layer the cache holds after this step
     refilled: bool  # the cache was (re)filled: the first step, or the window slid past max_seq_len
     logit_diff: float  # max |cached logits - naive logits| at the step's last position: rounding
+    logit_size: float = 0.0  # max |naive logits| there: float32 rounds in proportion to it (1e11: differences of 7e4)
 
 
 @dataclass
@@ -821,7 +822,7 @@ def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8, should_
         cached_seconds = time.perf_counter() - start
     steps = [DecodeStep(token=int(n_logits.argmax()), cached_token=int(c_logits.argmax()), cached_positions=fed,
                         naive_positions=n_fed, cache_length=length, refilled=refill,
-                        logit_diff=float((c_logits - n_logits).abs().max()))
+                        logit_diff=float((c_logits - n_logits).abs().max()), logit_size=float(n_logits.abs().max()))
              for (fed, length, refill, c_logits), (n_fed, n_logits) in zip(cached, naive)]
     block = model.blocks[0].attn
     per_token = 2 * len(model.blocks) * block.n_kv_heads * block.head_dim * next(model.parameters()).element_size()

@@ -175,6 +175,10 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     buffer = torch.zeros_like(G) if old is None else in_float64(old).cpu()
     buffer = torch.lerp(buffer, G, 1 - mu)  # b <- mu b + (1 - mu) G
     u = torch.lerp(G, buffer, mu) if nesterov else buffer  # u = (1 - mu) G + mu b
+    if not bool(torch.isfinite(u).all()):  # weights a huge rate blew up: the SVD below failed as an internal error
+        raise UserError(f"block {layer}'s {matrix} has no finite gradient on this batch (loss {loss.item():.4g}): "
+                        "float32 overflowed in weights that have blown up, so there is no step to work out; load a "
+                        "checkpoint from before the rate blew them up")
     turned = u.shape[0] > u.shape[1]
     wide = u.mT if turned else u  # the optimizer orthogonalises the wide form
 
