@@ -50,3 +50,35 @@ def test_curve_holds_at_most_its_rows_with_every_evaluation_and_the_last_step():
     assert gaps == {6}  # evenly spread: ceil(999 / 199)
     # short histories stay whole
     assert _thin(rows[:150], CURVE_ROWS) == rows[:150]
+
+
+def test_grad_reads_a_rounding_residue_at_the_top_as_no_gradient():
+    """d_model=1: LN_f outputs its bias alone; an AMD Zen 3's kernels passed back 3.4e-07 of |dL/dz| = 0.5 (0 on the
+    other kinds), and the view said "so even the first block learns from the loss directly"."""
+    from dataclasses import replace
+
+    from test_sweep_qq import smallest
+
+    s = smallest()
+    run(s, ":train")
+    result = run(s, ":grad")
+    text = plain(replace(result, top=3.4e-07, logits=0.5), width=300)
+    assert "no gradient reaches the stream" in text and "float32 rounding" in text
+    assert "so even the first block learns" not in text
+
+
+def test_score_shows_no_negative_zero_for_a_certain_pick():
+    import torch
+
+    from minitf_repl.core.inside import teacher_forcing
+
+    s = tiny_session(data="pydoc")
+    run(s, ":train steps=1")
+    with torch.no_grad():  # LN_f outputs its bias alone, and the head reads it as token 0: every pick certain
+        s.model.ln_f.weight.zero_()
+        s.model.ln_f.bias.fill_(1.0)
+        s.model.lm_head.weight.zero_()
+        s.model.lm_head.weight[0].fill_(10.0)
+    ids = torch.zeros((1, 8), dtype=torch.long)
+    scored = teacher_forcing(s.model, ids)
+    assert scored.target_probs[0] == 1.0 and all(str(x) != "-0.0" for x in scored.losses)

@@ -1079,7 +1079,8 @@ def teacher_forcing(model: nn.Module, idx, counted: list[bool] | None = None) ->
     with listening_pass(model):
         logits, _ = model(inputs)
     log_probs = torch.log_softmax(logits[0].float().cpu(), dim=-1)  # (T - 1, V)
-    surprise = -log_probs.gather(1, targets[0].cpu()[:, None])[:, 0]  # -ln p(x_{t+1} | x_<=t)
+    # -ln p(x_{t+1} | x_<=t); + 0.0 turns the -0.0 of a certain pick (ln 1 = 0) into 0.0, which :score printed as -0.000
+    surprise = -log_probs.gather(1, targets[0].cpu()[:, None])[:, 0] + 0.0
     best, guess = log_probs.max(dim=-1)
     ids = inputs[0].tolist() + [int(targets[0, -1])]
     return TeacherForcing(ids, surprise.neg().exp().tolist(), surprise.tolist(), guess.tolist(),
