@@ -346,9 +346,13 @@ def test_hostile_muon_groups_raise_checkpoint_error(tmp_path, trained_muon, case
 
 def test_restore_trainer_refuses_a_group_of_the_other_kind(tmp_path, trained_muon):
     save(tmp_path, "m", trained_muon)
-    # Without its ns_coefficients, Muon's group reads as an AdamW group: valid alone, wrong in place.
-    rewrite_manifest(tmp_path / "m", lambda m: m["optimizer"]["param_groups"][0].pop("ns_coefficients"))
+    # Without its ns_coefficients, Muon's group reads as an AdamW group: wrong in place. A manifest's is refused by the
+    # load (its keys and state are no AdamW group's); one that reaches restore_trainer is refused there too.
     c = ckpt.load_checkpoint(tmp_path, "m")
+    c.trainer_state["optimizer"]["param_groups"][0].pop("ns_coefficients")
+    rewrite_manifest(tmp_path / "m", lambda m: m["optimizer"]["param_groups"][0].pop("ns_coefficients"))
+    with pytest.raises(CheckpointError, match="optimizer setting minitf's adamw does not have"):
+        ckpt.load_checkpoint(tmp_path, "m")
     fresh = worker.make_trainer(6, optimizer="muon")
     before = fresh.optimizer.state_dict()
     with pytest.raises(CheckpointError, match="optimizer groups"):

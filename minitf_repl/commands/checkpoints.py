@@ -190,9 +190,23 @@ def render_save(result: SaveResult, console: Console) -> None:
     if result.architecture is not None:
         note(console, f"a Hugging Face {result.architecture} folder with its tokenizer: transformers' "
                       f"from_pretrained({result.path!r}) loads it; {restore(result.name)} brings it back here")
+    elif result.own_parts:  # saved whole, but "restores it" was said of a checkpoint no :load could read
+        say(console, f"in {result.path}; {own_parts_line(result.name, os.path.dirname(result.path), result.own_parts)}",
+            "yellow")
     else:
         note(console, f"in {result.path}; {restore(result.name)} restores it")
     ablation_note(console, result.ablations, "they are not saved (hooks, not weights): it holds the whole model")
+
+
+def own_parts_line(name: str, folder: str | None, parts: list[str]) -> str:
+    """What a save of a model with parts of a class of the caller's own says in place of "(:load NAME restores it)":
+    the parts, that a load cannot make them (it builds the model from its config), and the way back from Python.
+    Decision: saved all the same (its weights are the work, kept whole), but never promised to a :load, which said
+    "the weights do not fit its model config" of the checkpoint the line before said it restored."""
+    shown = ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
+    where = f"directory={folder!r}, " if folder else ""
+    return (f"its model has parts its config does not build ({shown}), which {restore(name)} cannot make: in Python, "
+            f"build that model and load_model({name!r}, {where}model=MODEL) loads the weights into it")
 
 
 # --- :load ---------------------------------------------------------------------------------------
@@ -1048,8 +1062,9 @@ def render_ls(result: LsResult, console: Console) -> None:
     rows = []
     for row in listed:
         saved = local_minute(row.saved_at)
-        if row.error is not None:
-            rows.append((row.name, "", "", "unreadable", fmt.size(row.size_bytes), "") + (("",) if mixed else ()))
+        if row.error is not None:  # (a kind this process has not declared: the setting it needs, "needs norm=dyt")
+            rows.append((row.name, "", "", f"needs {row.needs}" if row.needs else "unreadable",
+                         fmt.size(row.size_bytes), "") + (("",) if mixed else ()))
         else:
             # a run stopped between two evaluations: its last val loss was measured before the step saved
             earlier = row.val_loss is not None and row.val_step is not None and row.val_step != row.step
@@ -1074,7 +1089,7 @@ def render_ls(result: LsResult, console: Console) -> None:
         say(console, result.directory, "italic")
         for row, cells in zip(listed, rows):
             say(console, cells[0], "bold")
-            detail = "unreadable" if row.error is not None else (
+            detail = cells[3] if row.error is not None else (
                 f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}"
                 + (f", trained in {cells[6]}" if mixed else ""))
             say(console, detail, "red" if row.error is not None else "", indent=2)  # each wrapped line under the name

@@ -89,6 +89,8 @@ class SaveResult:
     # seconds the save waited for another save's lock on the folder before writing, not in `seconds`; 0.0: none
     waited: float = 0.0
     waited_for: str | None = None  # whose save it waited for ("minitf on HOST (pid N)"); null: none, or unknown
+    # the model's parts its config does not build (core.checkpoint.loading.own_parts): saved, but no :load makes them
+    own_parts: list[str] = field(default_factory=list, metadata={"view_only": True})
 
 
 def say_emulated(dtypes, device, reporter) -> None:
@@ -180,6 +182,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         held_in=outcome["held_by"][0] if outcome["held_by"] else None,
         held_step=outcome["held_by"][1] if outcome["held_by"] else None,
         waited=round(outcome["waited"][0], 3), waited_for=outcome["waited"][1],
+        own_parts=outcome.get("own_parts") or [],
     )
 
 

@@ -542,10 +542,15 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         trained = e.step > step_before
         raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, saver.same_run, trained)}") from None
     except TrainingDiverged as e:
+        # the rate the run stepped at, read before the roll-back takes the run away: a constant one where it went on
+        # at one (schedule=continue), else the peak of its warm-up and cosine, the lr setting. "0.01 diverged" was
+        # said of a run that went on at a constant 1.06e-03, and a tenth of 0.01 was offered, barely below it
+        used = trainer.run_constant_lr or train_config.lr
         session.rollback(snapshot)
         saver.say_kept()
-        raise _diverged(session, train_config.lr, e, switched, train_config.optimizer,
-                        train_config.weight_decay, given=args["lr"] is not None, dropped=dropped) from None
+        raise _diverged(session, used, e, switched, train_config.optimizer,
+                        train_config.weight_decay, given=args["lr"] is not None, dropped=dropped,
+                        constant=used != train_config.lr) from None
     except UserError:
         session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
         saver.say_kept()
@@ -826,15 +831,17 @@ def _same_run_frames(kept: list[WatchFrame], first: WatchFrame, run_start: int) 
 
 def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | None = None,
               optimizer: str | None = None, weight_decay: float = 0.0, given: bool = False,
-              dropped: tuple[int, int] | None = None) -> TrainingDiverged:
+              dropped: tuple[int, int] | None = None, constant: bool = False) -> TrainingDiverged:
     """The divergence, said with a rate known to work: the last one that trained here without diverging
     (or the default of this optimizer on this data, its recipe: AdamW's is not Muon's), unless that is not
     lower; then a tenth. Where that rate times weight_decay is still 1 or more, the decay is named instead: each
     step multiplies the matrices by 1 - lr * weight_decay, so past 1 they flip sign and grow (`weight_decay=1e19`
     was told to lower the rate to 0.001, which diverged as well). `given`: the rate was this :train's own (`lr=`),
     which a setting does not override: the way on is :train's own option (`minitf --set lr=0.01 train --lr 1000`
-    diverged again as told). `dropped`: (steps left, steps) of the stopped run whose drop this command announced,
-    which the roll-back brought back: said so, with the line that goes on with it, and what a new run's line drops
+    diverged again as told). `lr`: the rate the run stepped at; `constant`: a rate it held (schedule=continue) other
+    than the lr setting, said as such, and which a lower setting caps (the continuing rate never goes above it).
+    `dropped`: (steps left, steps) of the stopped run whose drop this command announced, which the roll-back brought
+    back: said so, with the line that goes on with it, and what a new run's line drops
     (`:train steps=30 lr=1e6` after a stop offered `:train lr=0.01`, which dropped the stopped run again unsaid)."""
     from ..core.recipes import recipe, recipe_label
 
@@ -872,9 +879,10 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
     if given:
         return TrainingDiverged(back + f"Lower the learning rate ({lr:g} diverged; {suggestion:g} {why}): "
                                 f"{cmd('train', lr=suggestion)}{again}", step=e.step, what=e.what, value=e.value)
+    held = ", the constant rate this run went on at," if constant else ""
     return TrainingDiverged(
         back + "Lower the learning rate "
-        f"({lr:g} diverged; {suggestion:g} {why})",
+        f"({lr:g}{held} diverged; {suggestion:g} {why})",
         step=e.step, what=e.what, value=e.value, fix={"lr": suggestion},
     )
 

@@ -14,6 +14,7 @@ checkpoint's, never a pickle), from GPT-2's vocab.json and merges.txt, or traine
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from dataclasses import dataclass
@@ -31,6 +32,30 @@ def _tokenizers():
         raise DataError("subword tokenizers need the tokenizers package; install it "
                         "(pip install tokenizers)") from None
     return tokenizers
+
+
+def _panic(e: BaseException) -> bool:
+    """Whether `e` is a panic of the tokenizers library's Rust code: pyo3 raises it as its PanicException, which
+    derives from BaseException alone (not Exception), so that `except Exception` lets it through and it ended the
+    session (a regular expression that backtracks without end: "Onig: Regex search error: retry-limit-in-match
+    over"). The class cannot be imported (pyo3 makes it at run time), so it is told from what else a BaseException
+    is: Ctrl-C, an exit, a generator closed, which keep their way."""
+    return not isinstance(e, (Exception, KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
+@contextlib.contextmanager
+def _library_call(what: str):
+    """A call into the tokenizers library, whose panic (`_panic`) becomes one line (a DataError) and the session
+    goes on. The second line of defence: a checkpoint's tokenizer of a shape minitf does not keep is refused at its
+    load (kept_tokenizer_problem), but a Hugging Face folder's tokenizer.json is the publisher's, read as it is."""
+    try:
+        yield
+    except BaseException as e:
+        if not _panic(e):
+            raise
+        reason = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        raise DataError(f"the tokenizer failed inside the tokenizers library while {what} ({reason}); nothing "
+                        "changed: use another text, or a model with another tokenizer") from None
 
 
 class SubwordTokenizer:
@@ -92,8 +117,9 @@ class SubwordTokenizer:
         alone read "the"; it is decoded after itself, as decode_after does."""
         if self._itos is None:
             ids = range(self.own_size)
-            alone = self.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)
-            twice = self.tokenizer.decode_batch([[i, i] for i in ids], skip_special_tokens=False)
+            with _library_call("reading its tokens"):
+                alone = self.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)
+                twice = self.tokenizer.decode_batch([[i, i] for i in ids], skip_special_tokens=False)
             pieces = [_added(head, whole, head) for head, whole in zip(alone, twice)]  # each after itself
             pieces += [f"<unused {i}>" for i in range(self.own_size, self._vocab_size)]
             self._itos = pieces
@@ -115,9 +141,11 @@ class SubwordTokenizer:
             # characters (20 MB: some 19 s against 7); cut only where the pre-tokenizer splits anyway, the ids are
             # the same (text_pieces)
             encode = self.tokenizer.encode
-            return [i for piece in text_pieces(text) for i in encode(piece, add_special_tokens=False).ids]
+            with _library_call("reading a text"):
+                return [i for piece in text_pieces(text) for i in encode(piece, add_special_tokens=False).ids]
         # Byte-level BPE encodes every text; a tokenizer without byte fallback may meet a character it lacks.
-        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        with _library_call("reading a text"):
+            encoding = self.tokenizer.encode(text, add_special_tokens=False)
         ids, unknown = encoding.ids, self.tokenizer.token_to_id("<unk>")
         # "<unk>" written in the text is that token (WikiText's files have thousands): only a character read as it is
         if unknown is not None and unknown in ids and any(i == unknown and text[a:b] != "<unk>"
@@ -149,7 +177,8 @@ class SubwordTokenizer:
         return self._cuts
 
     def decode(self, ids) -> str:
-        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+        with _library_call("writing tokens as text"):
+            return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
 
     def describe(self) -> str:
         """The kind in words, from the tokenizer's JSON: GPT-2's and Llama 3's read bytes ("byte-level BPE"), Llama
@@ -177,8 +206,9 @@ class SubwordTokenizer:
         vocab = model["vocab"]
         rank = {tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m): r for r, m in enumerate(model["merges"])}
         normalizer, pre = self.tokenizer.normalizer, self.tokenizer.pre_tokenizer
-        normal = normalizer.normalize_str(text) if normalizer is not None else text
-        pieces = pre.pre_tokenize_str(normal) if pre is not None else [(normal, (0, len(normal)))]
+        with _library_call("splitting a text into pieces"):
+            normal = normalizer.normalize_str(text) if normalizer is not None else text
+            pieces = pre.pre_tokenize_str(normal) if pre is not None else [(normal, (0, len(normal)))]
         found = []
         for piece, _ in pieces:
             symbols = list(piece)
@@ -198,6 +228,66 @@ class SubwordTokenizer:
             ids = [vocab[s] for s in symbols]
             found.append(PieceMerges([vocab[s] for s in piece], steps, ids, whole))
         return BpeMerges(found, [i for piece in found for i in piece.ids] == self.encode(text))
+
+
+# The regular expressions a checkpoint's tokenizer may split text by: those of the tokenizers minitf writes or keeps.
+# train_bpe and GPT-2's vocab.json + merges.txt write none (ByteLevel's own regex is GPT-2's, inside the library);
+# a Hugging Face folder of GPT-2 may spell GPT-2's out, Llama 3's splits by its own before its ByteLevel, and a
+# character model's (characters_as_tokenizer) takes one character at a time. Llama 2's tokenizer replaces plain
+# strings, no regex.
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+CHARACTERS_PATTERN = r"[\s\S]"
+KEPT_PATTERNS = (GPT2_PATTERN, LLAMA3_PATTERN, CHARACTERS_PATTERN)
+
+
+@functools.lru_cache(maxsize=4)  # a save asks of the same text at each autosave (Llama 3's is 9 MB of JSON)
+def kept_tokenizer_problem(text: str) -> str | None:
+    """Why the tokenizer.json `text` is not one a checkpoint keeps, in words ("splits text by a regular expression
+    ..."); None where it is. What a load of a checkpoint refuses and a save does not write (core.checkpoint).
+
+    A checkpoint's tokenizer is one minitf wrote: a BPE train_bpe trained, or a Hugging Face folder's tokenizer that
+    came with its model (GPT-2's, Llama 2's, Llama 3's, a character model's). Its parts are the library's own code,
+    with one exception: a regular expression (a Split pre-tokenizer's pattern, a Replace normalizer's or decoder's)
+    is the file's. A file edited to split by `(a+)+$` made the library panic on 32 a's ("retry-limit-in-match
+    over"), which ended the session; so a regex must be one of KEPT_PATTERNS, every one of which reads a million
+    spaces or letters in under a second. Nor may BPE drop merges at random (dropout): the same text would read as
+    other tokens at each encode, and a checkpoint's data compared with its vocabulary would differ from itself.
+    Decision: a Hugging Face folder itself is not held to this (its tokenizer.json is its publisher's, read as
+    transformers reads it, and a Llama-like model may split by another regex); a panic of the library while it
+    reads a text is caught there (`_library_call`), and a save of such a tokenizer is refused, as its load would be.
+    """
+    try:
+        spec = json.loads(text)
+    except (ValueError, RecursionError):
+        return None  # not JSON: the library's own reading says what is wrong (SubwordTokenizer.from_json)
+    if not isinstance(spec, dict):
+        return None
+    # the parts that may hold one (the model's vocabulary and merges, megabytes of Llama 3's, hold none)
+    for pattern in _regexes([spec.get(part) for part in ("normalizer", "pre_tokenizer", "decoder", "post_processor")]):
+        if pattern not in KEPT_PATTERNS:
+            shown = pattern if len(pattern) <= 40 else pattern[:37] + "..."
+            return (f"splits text by a regular expression minitf never writes ({shown!r}), which can make the "
+                    "tokenizers library panic on a text")
+    dropout = (spec.get("model") or {}).get("dropout") if isinstance(spec.get("model"), dict) else None
+    if dropout not in (None, 0, 0.0):
+        return f"drops merges at random (BPE dropout {dropout!r}), so a text would read as other tokens each time"
+    return None
+
+
+def _regexes(part) -> list[str]:
+    """Every regular expression in a tokenizer.json part (`{"Regex": pattern}`, at any depth)."""
+    found, stack = [], [part]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if "Regex" in value:
+                found.append(value["Regex"] if isinstance(value["Regex"], str) else repr(value["Regex"]))
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
 
 
 PIECE_CHARS = 1 << 12  # text_pieces' length: pieces of 4 to 64 K characters read about as fast; 256 K slower
@@ -434,7 +524,9 @@ def characters_of(tokenizer: SubwordTokenizer) -> str | None:
     if sorted(vocab.values()) != list(range(len(vocab))) or any(len(piece) != 1 for piece in vocab):
         return None
     chars = "".join(sorted(vocab, key=vocab.__getitem__))
-    if tokenizer.tokenizer.encode(chars, add_special_tokens=False).ids != list(range(len(chars))):
+    with _library_call("reading its characters"):
+        ids = tokenizer.tokenizer.encode(chars, add_special_tokens=False).ids
+    if ids != list(range(len(chars))):
         return None  # a word-level tokenizer that does not split every character apart
     return chars
 

@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,6 +132,9 @@ class CheckpointInfo:
     # the dtype its latest step ran in (float32, bfloat16): dtype=auto trains in bfloat16 on a CPU with bfloat16 units
     # and in float32 elsewhere, and the two kinds listed alike; None: not recorded (an older minitf), or unreadable
     trained_dtype: str | None = None
+    # a checkpoint of a model with a part of a kind this process has not declared (values.UndeclaredKind): that setting
+    # ("norm=dyt"), which :ls shows in the row in place of "unreadable" (`error` says how to declare it); None: none
+    needs: str | None = field(default=None, metadata={"view_only": True})
 
 
 def steps_left(trainer: dict) -> int:
@@ -438,6 +441,16 @@ LISTED = 12  # the saved names a "no checkpoint named" error lists; a folder of 
 
 
 def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
+    if not path.exists() and path.is_symlink():
+        # a link to a checkpoint moved or deleted since (or to a drive not mounted): "no checkpoint named 'dangle'"
+        # sent the user to save one, while :ls listed the name
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "a path that cannot be read"
+        raise CheckpointError(f"{cut_middle(str(path))} is a symbolic link to {cut_middle(target)!r}, which does not "
+                              "exist (moved, deleted, or on a drive not mounted); point it at the checkpoint again, or "
+                              "remove the link")
     if not path.exists():
         blocker = nearest_existing(directory)
         if not blocker.is_dir():

@@ -148,7 +148,8 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
             if raw is not None and attempt < 2 and manifest_bytes(path) not in (None, raw):
                 continue
             return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
-                                  size_bytes=_dir_size(path), saved_at=None, error=str(e))
+                                  size_bytes=_dir_size(path), saved_at=None, error=str(e),
+                                  needs=getattr(e, "needs", None))  # values.UndeclaredKind's: "norm=dyt"
     t = manifest["trainer"]
     # a one-expert mixture saved with the gate of 1 computes another function now: its losses are of that one
     evaluated = own_evaluation(manifest, config, t["history"])

@@ -11,6 +11,9 @@ device. `build_model`, `restore_trainer` and `restore_rng` then apply it; `resto
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
+import math
 import os
 import platform
 import re
@@ -49,8 +52,12 @@ _TENSOR_SLACK = 512  # header bytes allowed per tensor, on top of _HEADER_SLACK
 _RNG_SLACK = 2**20  # the random states: 5 KB for each CPU generator, a few bytes per CUDA device
 
 
-def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
-    """Read and validate DIR/NAME. Changes nothing: apply it with build_model, restore_trainer, restore_rng."""
+def load_checkpoint(directory, name: str, map_location="cpu", model=None) -> Checkpoint:
+    """Read and validate DIR/NAME. Changes nothing: apply it with build_model, restore_trainer, restore_rng.
+
+    `model`: a model of the caller's own making (a part of a class of their own in it: own_parts), whose stored
+    tensors the weights must match, name for name, in shape and dtype, instead of those its config builds; the
+    files are read within that model's sizes. load_model(NAME, model=...) loads the weights into it."""
     try:
         path = checkpoint_path(directory, name)
     except CheckpointError as e:
@@ -60,7 +67,7 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
         for key, value in PREDATED_TRAINING.items():
             manifest["trainer"]["train_config"].setdefault(key, value)
         config = check_manifest_values(path, manifest)  # before the data files: they are read within its bounds
-        limits = size_limits(config)
+        limits = size_limits(config) if model is None else model_limits(model)
         _check_claims(path, config, manifest["files"]["model"], limits)
         try:
             model_tensors = read_data_file(path, manifest["files"]["model"], limits["model"])
@@ -91,7 +98,7 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
     elif tokenizer is not None:
         vocab = tokenizer.vocab  # the one spelling every comparison of tokenizers uses
     t = manifest["trainer"]
-    model_state = _check_model_tensors(path, config, model_tensors, map_location)
+    model_state = _check_model_tensors(path, config, model_tensors, map_location, model)
     optimizer_state, generator, torch_rng, cuda_rng = _split_state_tensors(path, manifest["optimizer"], state_tensors)
 
     trainer_state = {
@@ -119,8 +126,13 @@ def stored_tokenizer(path: Path, manifest: dict, config: ModelConfig):
     entry = manifest.get("tokenizer")
     if entry is None:
         return None
-    from ..bpe import SubwordTokenizer
+    from ..bpe import SubwordTokenizer, kept_tokenizer_problem
 
+    # before the library builds it or reads a text with it: a hostile regex made it panic, which ended the session
+    if (problem := kept_tokenizer_problem(entry["json"])) is not None:
+        raise CheckpointError(f"{path}: its tokenizer {problem}; this checkpoint cannot be used (minitf keeps no "
+                              "such tokenizer: the file was edited, or an older minitf saved a Hugging Face folder's, "
+                              "which loads as that folder)")
     try:
         tokenizer = SubwordTokenizer.from_json(entry["json"], config.vocab_size, where=f"{path}'s tokenizer")
     except UserError as e:
@@ -157,18 +169,37 @@ def size_limits(config: ModelConfig) -> dict[str, int]:
     multiplied (every block is alike), so the cost does not grow with the layers a manifest claims.
     """
     outside, block, n_layers = _reference_parts(config)
-    stored = list(outside.values()) + list(block.values())
     n_stored = len(outside) + n_layers * len(block)
-    weights = sum(t.numel() * t.element_size() for t in outside.values()) \
-        + n_layers * sum(t.numel() * t.element_size() for t in block.values())
+    weights = _bytes(outside) + n_layers * _bytes(block)
     # No buffer is stored (the causal mask, position tables are derived) and each parameter is stored
     # once, so the parameters are exactly the stored tensors: AdamW keeps two moments of each.
-    assert all(t.dtype.is_floating_point for t in stored)
+    assert all(t.dtype.is_floating_point for t in list(outside.values()) + list(block.values()))
+    return _limits(weights, n_stored)
+
+
+def _limits(weights: int, n_stored: int) -> dict[str, int]:
+    """size_limits' bytes for `n_stored` tensors of `weights` bytes in all."""
     return {
         "weights": weights,
         "model": weights + _HEADER_SLACK + _TENSOR_SLACK * n_stored,
         "state": 2 * weights + 8 * n_stored + _RNG_SLACK + _HEADER_SLACK + _TENSOR_SLACK * 3 * n_stored,
     }
+
+
+def _bytes(tensors: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def stored_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The tensors a save of `model` stores: its state_dict, a tied weight once (manifest.encode_model's)."""
+    aliases = tied_aliases(model)
+    return {k: v for k, v in model.state_dict().items() if k not in aliases}
+
+
+def model_limits(model: torch.nn.Module) -> dict[str, int]:
+    """size_limits of a model of the caller's own making: its stored tensors as they are, not its config's."""
+    stored = stored_tensors(model)
+    return _limits(_bytes(stored), len(stored))
 
 
 # A reference model this small is built on the CPU: milliseconds, where the meta device's first use costs 0.8 s
@@ -223,8 +254,40 @@ def expected_tensors(config: ModelConfig) -> tuple[dict, dict[str, str], list[st
     return expected, aliases, order
 
 
-def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_location) -> dict[str, torch.Tensor]:
-    expected, aliases, order = expected_tensors(config)
+def own_parts(model: torch.nn.Module) -> list[str]:
+    """The stored tensors of `model` that its config does not build as they are, each named with how it differs:
+    "blocks.0.attn.gate" (added), "no ln_f.bias", "ln_f.weight of 16 float32, not 32 float32". Empty for a model the
+    config built. Such a model is saved whole, and `:load` cannot build it again (load_model(NAME, model=...) can):
+    a save says so rather than promise a load (store.save_checkpoint's outcome "own_parts"). Compared with a
+    one-block reference (expected_tensors): milliseconds, on the meta device for a large config."""
+    config = getattr(model, "config", None)
+    if not isinstance(config, ModelConfig):
+        return []
+    expected, _, _ = expected_tensors(config)
+    have = stored_tensors(model)
+    def shown(t: torch.Tensor) -> str:
+        return f"{'x'.join(map(str, t.shape)) or 'a scalar'} {str(t.dtype).removeprefix('torch.')}"
+
+    parts = [k for k in have if k not in expected]  # a part added (the config builds none)
+    parts += [f"no {k}" for k in expected if k not in have]
+    parts += [f"{k} of {shown(have[k])}, not {shown(t)}" for k, t in expected.items()
+              if k in have and (tuple(have[k].shape) != tuple(t.shape) or have[k].dtype != t.dtype)]
+    return parts
+
+
+def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_location,
+                         model: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
+    """The checkpoint's weights, each checked against the one its config builds (or `model`'s: load_checkpoint)."""
+    if model is None:
+        expected, aliases, order = expected_tensors(config)
+        # a model with a part of a class of its own saves such weights (a gate added to an attention): it gets them
+        # back in Python, into that model (load_model's `model`)
+        against = "its model config"
+        way = (", which builds no part of a class of your own; this checkpoint cannot be used here: in Python, build "
+               "the model that saved it and load_model(NAME, model=MODEL) loads the weights into it")
+    else:
+        aliases, order = tied_aliases(model), list(model.state_dict())
+        expected, against, way = stored_tensors(model), "the model given", "; this checkpoint cannot be used"
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing or extra:
@@ -234,14 +297,14 @@ def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_lo
         if extra:
             parts.append(f"unexpected {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
         raise CheckpointError(
-            f"{where}: the weights do not fit its model config ({'; '.join(parts)}); this checkpoint cannot be used"
+            f"{where}: the weights do not fit {against} ({'; '.join(parts)}){way}"
         )
     for key, ref_tensor in expected.items():
         got = tensors[key]
         if tuple(got.shape) != tuple(ref_tensor.shape) or got.dtype != ref_tensor.dtype:
             raise CheckpointError(
-                f"{where}: {key} has shape {tuple(got.shape)} ({got.dtype}) but its model config needs "
-                f"{tuple(ref_tensor.shape)} ({ref_tensor.dtype}); this checkpoint cannot be used"
+                f"{where}: {key} has shape {tuple(got.shape)} ({got.dtype}) but {against} needs "
+                f"{tuple(ref_tensor.shape)} ({ref_tensor.dtype}){way}"
             )
     for key in order:
         if key in tensors:
@@ -313,6 +376,9 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
 
     for g in optimizer["param_groups"]:
         _check_group(g, bad)
+    kind_of = {i: group_kind(g) for g in optimizer["param_groups"] for i in g["params"]}
+    for index in sorted(state):
+        _check_parameter_state(index, kind_of[index], state[index], bad)
     groups = []
     for g in optimizer["param_groups"]:
         # JSON turned tuples (AdamW's betas, Muon's ns_coefficients) into lists; give the optimizer back what it saved.
@@ -323,29 +389,67 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
 
 _MUON_LR_ADJUSTMENTS = (None, "original", "match_rms_adamw")  # what torch.optim.Muon accepts
 
+# The flags of AdamW's groups as minitf makes them (optimizers._adamw), each with the values a save may hold. A load
+# gives the optimizer the saved group's every key (torch's load_state_dict), so a flag edited into a manifest took
+# effect: amsgrad=true read a state it never kept (KeyError max_exp_avg_sq: "internal error" at :train),
+# differentiable=true refused the fused kernel (RuntimeError), maximize=true trained towards a higher loss without a
+# word. fused: null was written before c82d954b (torch's own choice then), true since (optimizers.FUSED_ADAMW).
+_ADAMW_FLAGS = {"amsgrad": (False,), "maximize": (False,), "differentiable": (False,), "capturable": (False,),
+                "foreach": (None,), "fused": (True, None), "decoupled_weight_decay": (True,)}
+# What each optimizer keeps per parameter, all of it once the parameter has taken a step (none before): torch reads
+# each key at every step, and a state missing one ended :train in "internal error: KeyError"
+_STATE_KEYS = {"adamw": {"step", "exp_avg", "exp_avg_sq"}, "muon": {"momentum_buffer"}}
+
+
+@functools.cache
+def _group_keys(kind: str) -> frozenset[str]:
+    """The keys a param group of `kind` has under this torch: its optimizer's defaults, and the parameters."""
+    holder = [torch.nn.Parameter(torch.zeros(2, 2))]
+    made = torch.optim.AdamW(holder) if kind == "adamw" else torch.optim.Muon(holder)
+    return frozenset({"params", *made.defaults})
+
 
 def _check_group(g: dict, bad) -> None:
-    """One saved param group's settings: numbers where the optimizer computes with them (group_kind says which).
+    """One saved param group's settings, as minitf makes them: its keys those of its optimizer under this torch,
+    its flags minitf's (_ADAMW_FLAGS), its numbers in the ranges the update is defined in (group_kind says which).
 
     torch checks none of these when it loads a state, and a wrong one would surface steps later (or
-    never: Muon reads an unknown adjust_lr_fn as no adjustment), so they are checked here.
+    never: Muon reads an unknown adjust_lr_fn as no adjustment), so they are checked here. Each range is where
+    the update means what it says: betas and momentum in [0, 1) (betas of [5, -3] diverged at once), eps > 0 (it
+    keeps a division from zero), weight_decay >= 0 (a negative one grows the weights each step), lr >= 0.
     """
     def is_number(v) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
     def numbers(v, n: int) -> bool:
         return isinstance(v, list) and len(v) == n and all(is_number(x) for x in v)
 
-    for key in ("lr", "eps", "weight_decay"):
-        if not is_number(g.get(key, 0.0)):
+    kind = group_kind(g)
+    unknown = sorted(set(g) - _group_keys(kind))
+    if unknown:
+        raise bad(f"has an optimizer setting minitf's {kind} does not have ({_shown_key(unknown[0])})")
+    for key, low, above in (("lr", 0.0, False), ("eps", 0.0, True), ("weight_decay", 0.0, False)):
+        value = g.get(key, 1.0)
+        if not is_number(value):
             raise bad(f"has a non-numeric optimizer {key}")
-    if group_kind(g) == "adamw":
-        if not numbers(g.get("betas", [0.9, 0.999]), 2):
+        if value < low or (above and value == low):
+            raise bad(f"has an optimizer {key} of {value!r}, which must be {'above' if above else 'at least'} {low:g}")
+    if kind == "adamw":
+        betas = g.get("betas", [0.9, 0.999])
+        if not numbers(betas, 2):
             raise bad("has malformed optimizer betas")
+        if not all(0 <= b < 1 for b in betas):
+            raise bad(f"has optimizer betas of {betas!r}, which must each be in [0, 1)")
+        for flag, allowed in _ADAMW_FLAGS.items():
+            if flag in g and not any(g[flag] is value for value in allowed):  # `is`: 0 is no False, 1 no True
+                raise bad(f"has the optimizer flag {flag}={_shown_value(g[flag])}, which minitf never sets "
+                          f"(it sets {' or '.join(_shown_value(v) for v in allowed)})")
         return
     if not is_number(g.get("momentum")):
         raise bad("has a non-numeric Muon momentum")
-    if not numbers(g["ns_coefficients"], 3):
+    if not 0 <= g["momentum"] < 1:
+        raise bad(f"has a Muon momentum of {g['momentum']!r}, which must be in [0, 1)")
+    if not numbers(g.get("ns_coefficients"), 3):
         raise bad("has malformed Muon ns_coefficients (three numbers)")
     steps = g.get("ns_steps")
     if not (isinstance(steps, int) and not isinstance(steps, bool) and 0 <= steps < 100):
@@ -354,6 +458,42 @@ def _check_group(g: dict, bad) -> None:
         raise bad("has a malformed Muon nesterov (true or false)")
     if g.get("adjust_lr_fn") not in _MUON_LR_ADJUSTMENTS:
         raise bad("has an unknown Muon adjust_lr_fn")
+
+
+def _check_parameter_state(index: int, kind: str, values: dict, bad) -> None:
+    """The optimizer's state of one parameter: nothing (it never took a step), or every key its optimizer keeps
+    (_STATE_KEYS), each a tensor, with AdamW's second moment >= 0 and its step a whole number >= 0 (a negative
+    step or moment made the bias correction or the square root diverge)."""
+    if not values:
+        return
+    missing, extra = sorted(_STATE_KEYS[kind] - set(values)), sorted(set(values) - _STATE_KEYS[kind])
+    if missing:
+        raise bad(f"has no optimizer state {missing[0]} of parameter {index} ({kind} keeps "
+                  f"{', '.join(sorted(_STATE_KEYS[kind]))} for each parameter that took a step)")
+    if extra:
+        raise bad(f"holds an optimizer state {_shown_key(extra[0])} of parameter {index} that minitf's {kind} "
+                  "never keeps")
+    for key, value in values.items():
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            raise bad(f"has an optimizer state {key} of parameter {index} that is not a tensor of floats")
+    if kind != "adamw":
+        return
+    step = values["step"]
+    if step.numel() != 1 or not bool(step >= 0) or not bool(step == step.round()):
+        raise bad(f"has an optimizer step of parameter {index} that is not one whole number >= 0")
+    if bool((values["exp_avg_sq"] < 0).any()):
+        raise bad(f"has a negative second moment (exp_avg_sq) of parameter {index}, a mean of squares")
+
+
+def _shown_key(key) -> str:
+    """A key from a manifest, quoted for a message: short, and escaped (it may hold anything)."""
+    text = ascii(key)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _shown_value(value) -> str:
+    """A flag's value as the manifest's JSON writes it (true, false, null), or quoted as _shown_key."""
+    return json.dumps(value) if isinstance(value, (bool, type(None))) else _shown_key(value)
 
 
 def valid_cpu_rng_state(state: torch.Tensor) -> bool:
@@ -411,6 +551,12 @@ def restore_trainer(checkpoint: Checkpoint, trainer) -> None:
                 raise CheckpointError(
                     f"{checkpoint.path}: optimizer state {key} of parameter {index} has shape {tuple(value.shape)}, "
                     f"the parameter has {tuple(param.shape)}; this checkpoint cannot be used"
+                )
+            # a moment of another dtype than its parameter's: the fused update refuses it at the first step
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.dtype != param.dtype:
+                raise CheckpointError(
+                    f"{checkpoint.path}: optimizer state {key} of parameter {index} is {value.dtype}, the parameter "
+                    f"{param.dtype}; this checkpoint cannot be used"
                 )
     try:
         trainer.load_state_dict(state)
@@ -626,19 +772,28 @@ def _is_gone(spec: str, builtin: tuple) -> bool:
         return False
 
 
-def load_model(name: str, directory=None, device="cpu"):
+def load_model(name: str, directory=None, device="cpu", model=None):
     """(model, data) of the checkpoint NAME in `directory` (None: where the shell saves, $MINITF_CHECKPOINT_DIR or
     ./checkpoints), for a script or a notebook: the weights `:load NAME`
     loads, in eval mode, and the data it trained on (its tokenizer at `data.tokenizer`), or a `VocabOnly` stand-in
     that reads and writes text where that data is gone (checkpoint_data). A model trained in the shell is then
-    one line away from Python (`model, data = load_model("autosave")`), which needed three of this module's names."""
+    one line away from Python (`model, data = load_model("autosave")`), which needed three of this module's names.
+
+    `model`: a model you built yourself, of parts of your own classes (an attention with a gate added), into which
+    the weights are loaded in place of a model built from the checkpoint's config: every stored tensor of it must be
+    in the checkpoint, of the same shape and dtype, and nothing else (a config builds no part of a class of yours,
+    so a checkpoint of such a model loads this way only). It is returned, moved to `device`, in eval mode."""
     from ..paths import default_checkpoint_dir
 
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise TypeError(f"load_model's model is the torch module to load the weights into, got "
+                        f"{type(model).__name__}; build it first (the model with your own parts), then pass it")
     folder = default_checkpoint_dir() if directory is None else directory
     if isinstance(name, str):
         _check_python_name(name, directory)
         _check_folder_exists(Path(folder).expanduser(), name)
-    checkpoint = load_checkpoint(folder, name)
+    own = getattr(model, "_orig_mod", model)  # torch.compile's wrapper: the module's own names (a save's)
+    checkpoint = load_checkpoint(folder, name, model=own)
     if (found := data_found_elsewhere(checkpoint)) is not None and found[1]:  # the same text, beside it: its data
         checkpoint = dataclasses.replace(checkpoint, data_spec=str(found[0]))
     if gated_by_one(checkpoint.meta, checkpoint.model_config):  # the shell's :load says it; a script heard nothing
@@ -650,7 +805,11 @@ def load_model(name: str, directory=None, device="cpu"):
                       "expert's probability, so its outputs and losses differ from when it was saved: minitf "
                       f"{where}--load {name} train --steps 100 --save {name} adapts it", stacklevel=2)
     device = resolve_device(device) if isinstance(device, str) else torch.device(device)
-    return build_model(checkpoint).to(device).eval(), checkpoint_data(checkpoint)
+    if own is None:
+        return build_model(checkpoint).to(device).eval(), checkpoint_data(checkpoint)
+    # every name, shape and dtype was checked against this very model (load_checkpoint), so nothing fails half-way
+    own.load_state_dict(checkpoint.model_state, strict=True)
+    return model.to(device).eval(), checkpoint_data(checkpoint)
 
 
 def _check_python_name(name: str, directory) -> None:

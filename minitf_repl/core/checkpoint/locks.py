@@ -441,6 +441,11 @@ def owner_gone(writer: dict) -> bool:
     return started is not None and isinstance(since, (int, float)) and started > since + 2  # btime: whole seconds
 
 
+# The largest pid a process can have: a pid_t is a signed 32-bit int on Linux and macOS (Linux gives at most 2**22),
+# and Windows' process ids are 32-bit DWORDs; os.kill of a larger one raises OverflowError, not ProcessLookupError
+MAX_PID = 2**31 - 1 if os.name != "nt" else 2**32 - 1
+
+
 def _gone_here(owner: dict) -> bool | None:
     """Whether the process `owner` (lock_owner's words) is gone, as far as this machine can tell: True where its host
     rebooted since or no process has its pid; None where a process of its pid runs here (its own, or one that took
@@ -449,6 +454,8 @@ def _gone_here(owner: dict) -> bool | None:
     pid = owner.get("pid")
     if owner.get("host") != me["host"] or not isinstance(pid, int) or pid <= 0:
         return False
+    if pid > MAX_PID:  # no process here ever had it: os.kill raised OverflowError ("internal error" at :load)
+        return True
     if on_windows():  # no boot id nor PID namespace to read: its pid is asked
         return True if windows_process_gone(pid) else None
     if not me["boot"]:

@@ -218,6 +218,8 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     def is_number(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
+    huge = _too_large(m)
+    need(huge is None, f"{huge}, past the largest whole number a checkpoint holds (2**63 - 1)")
     need(isinstance(m.get("model_config"), dict), "model_config is missing")
     need(isinstance(m.get("vocab"), str), "vocab is missing")
     tokenizer = m.get("tokenizer")
@@ -290,6 +292,43 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     for entry in files.values():
         need(isinstance(entry, dict) and isinstance(entry.get("file"), str) and bool(DATA_FILE.match(entry["file"]))
              and is_int(entry.get("size")) and isinstance(entry.get("sha256"), str), "a files entry is malformed")
+
+
+LARGEST_INT = 2**63 - 1  # every whole number a save writes fits torch's int64 (a step, a seed, a size, a pid)
+
+
+def _too_large(manifest: dict) -> str | None:
+    """The first whole number of `manifest` outside int64, in words with where it is ("trainer.step is a whole number
+    of 401 digits"); None where every one fits. JSON's integers have no bound: a step of 10**400 loaded and printed
+    400 digits, and a seed of 10**30 was refused as "seed=1e+30", digits nobody wrote. Looked for once, on the
+    numbers alone (a history of thousands of rows), and then the path of the one found."""
+    def fits(value) -> bool:
+        return not isinstance(value, int) or isinstance(value, bool) or -LARGEST_INT - 1 <= value <= LARGEST_INT
+
+    stack: list = [manifest]
+    while stack:  # JSON's types exactly (`type is`: twice as fast as isinstance here, and a bool is no int)
+        value = stack.pop()
+        kind = type(value)
+        if kind is dict:
+            stack.extend(value.values())
+        elif kind is list:
+            stack.extend(value)
+        elif kind is int and not -LARGEST_INT - 1 <= value <= LARGEST_INT:
+            break
+    else:
+        return None
+    paths: list = [("", manifest)]
+    while paths:
+        at, value = paths.pop()
+        if isinstance(value, dict):
+            paths.extend((f"{at}.{k}" if at else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            paths.extend((f"{at}[{i}]", v) for i, v in enumerate(value))
+        elif not fits(value):
+            digits = len(str(abs(value)))
+            where = at if at.isprintable() and len(at) <= 80 else _shown(at)  # a key may hold anything
+            return f"{where} is {value if digits <= 40 else f'a whole number of {digits:,} digits'}"
+    return None
 
 
 # One row of the loss history (core.train.StepInfo). Every field a row can have is checked, because

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from .. import __version__
+from ..bpe import kept_tokenizer_problem
 from ..catalog import unkept_path
 from ..device import mps_here
 from ..errors import CheckpointError
@@ -33,6 +34,7 @@ from ..train import Trainer
 from ..words import count
 from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES, MAX_SHOWN, NAME,
                      ORIGINS, TMP_DIR, check_name, check_no_other_files, check_save_target, steps_left)
+from .loading import own_parts
 from .locks import folder_lock, unlink
 from .manifest import (encode_manifest, encode_model, encode_state, encoded_here, file_entry, format_version_of,
                        meta_sha256)
@@ -125,6 +127,14 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             f"the vocabulary has {count(len(vocab), 'character')} but the model has vocab_size={model.config.vocab_size}; "
             "rebuild the model for this data before saving"
         )
+    if tokenizer_json is not None and (problem := kept_tokenizer_problem(tokenizer_json)) is not None:
+        # its load would refuse it (loading.stored_tokenizer): a checkpoint is not written that cannot be loaded
+        raise CheckpointError(f"this model's tokenizer {problem}, and a checkpoint keeps no such tokenizer (its load "
+                              "would refuse it); write the model as a Hugging Face folder instead")
+    if outcome is not None:
+        # parts of a class of the caller's own (a gate added to an attention): saved whole, but a load builds the model
+        # from its config and cannot make them, so the caller says so instead of "a load restores it"
+        outcome["own_parts"] = own_parts(model)
     # Everything is serialised in memory first: a failure here touches no file.
     model_bytes = encode_model(model)
     state_bytes, param_groups, scalars = encode_state(trainer)

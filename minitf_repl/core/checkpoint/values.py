@@ -5,11 +5,13 @@ this module imports no torch: :ls checks every checkpoint it lists with `check_m
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..config import ModelConfig, TrainConfig
 from ..errors import CheckpointError, ConfigError
 from ..sizes import check_trainable
+from ..variants import FEED_FORWARDS, NORMS, POSITIONS
 from ..words import count
 from .layout import damaged, last_own_evaluation
 
@@ -21,6 +23,12 @@ def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
     core.sizes.check_trainable's bound on parameters and memory): a checkpoint can ask for no more
     than a person could type. All of it is arithmetic on the config: nothing is built yet.
     """
+    undeclared = undeclared_kind(manifest["model_config"])
+    if undeclared is not None:
+        setting, value, declared_by = undeclared
+        raise UndeclaredKind(f"{path}: its model has {setting}={value}, which is not declared in this process; import "
+                             f"the module that declares it ({declared_by}) before loading it",
+                             needs=f"{setting}={value}")
     try:
         config = ModelConfig.from_dict(manifest["model_config"])
     except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
@@ -42,6 +50,41 @@ def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
             f"{path}: it asks for more than this lab builds ({_reason(e)}); this checkpoint cannot be used"
         ) from None
     return config
+
+
+class UndeclaredKind(CheckpointError):
+    """A checkpoint of a model with a part of a kind its own process declared (core.variants: `norm=dyt`, its kind and
+    its module), which this process has not: loadable once the module that declares it is imported. `needs`: the
+    setting as `norm=dyt`, which :ls shows in its row in place of "unreadable"."""
+
+    def __init__(self, message: str, needs: str):
+        super().__init__(message)
+        self.needs = needs
+
+
+# The settings whose value is a kind a module may declare (core.variants), with how a kind of each is declared
+_DECLARED = {"norm": (NORMS, "declare_norm + @norms.builds"),
+             "activation": (FEED_FORWARDS, "declare_feed_forward + @feedforward.activation"),
+             "pos_encoding": (POSITIONS, "declare_position")}
+_KIND_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")  # a name a module could have declared, safe to print
+
+
+def undeclared_kind(model_config) -> tuple[str, str, str] | None:
+    """(setting, value, how a kind is declared) where the saved config names a kind of a setting that no module of
+    this process declared (and none registered its module either: ModelConfig's refusal says what that half lacks);
+    None otherwise. Such a checkpoint is no broken one: it was saved by a process that declared the kind, and the
+    config's own refusal ("norm must be one of layernorm, rmsnorm, none; this checkpoint cannot be used") called it
+    invalid, and :ls "unreadable". A value that is no name (a number, text with spaces or escapes) is left to that
+    refusal: it is no kind anyone declared."""
+    if not isinstance(model_config, dict):
+        return None
+    for setting, (kinds, declared_by) in _DECLARED.items():
+        value = model_config.get(setting)
+        left_out = dict(ModelConfig.spec(setting).left_out)  # a kind said to be left out, with why: the config says it
+        if (isinstance(value, str) and _KIND_NAME.match(value) and value not in kinds and value not in kinds.modules
+                and value.lower() not in left_out):
+            return setting, value, declared_by
+    return None
 
 
 def check_loadable(config: ModelConfig, train: TrainConfig) -> None:
