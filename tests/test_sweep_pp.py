@@ -205,7 +205,21 @@ def test_every_python_example_in_the_docs_runs_as_written(where, code, capsys, t
         monkeypatch.delenv("MINITF_CHECKPOINT_DIR", raising=False)  # ./checkpoints, a user's default
         assert invoke("--set", "n_layers=1", "train", "--steps", "2").exit_code == 0
         capsys.readouterr()
-    exec(compile(code, where, "exec"), {"__name__": "__docs__"})  # docs/code.md's used idx and targets undefined
+    from minitf_repl.core import variants
+
+    # an example that declares a variant of its own (docs/variant-lab.md's DyT) takes it out again: the kinds and
+    # modules are the process's, and the next test's "norm must be one of ..." would list it
+    kept = [(kinds, dict(kinds), dict(getattr(kinds, "modules", {})))
+            for kinds in (variants.NORMS, variants.FEED_FORWARDS, variants.POSITIONS)]
+    try:
+        exec(compile(code, where, "exec"), {"__name__": "__docs__"})  # docs/code.md's used idx and targets undefined
+    finally:
+        for kinds, declared, modules in kept:
+            kinds.clear()
+            kinds.update(declared)
+            if hasattr(kinds, "modules"):
+                kinds.modules.clear()
+                kinds.modules.update(modules)
     assert capsys.readouterr().out  # it shows what it says it shows
 
 
