@@ -30,7 +30,8 @@ def test_ctrl_c_while_data_counts_its_held_out_symbols_keeps_the_data_and_model(
 
     monkeypatch.setattr(settings, "_held_out_only", count_then_ctrl_c)
     code, out, err = drive(s, f":data {text}")
-    assert "interrupted" in err and "data is now" not in out + err
+    assert f"data {text} interrupted; nothing changed" in err and "data is now" not in out + err
+    assert code == 130
     assert s.data_spec == "sort" and snapshot(s)["objects"] == before["objects"]
 
 
@@ -49,5 +50,6 @@ def test_a_stop_asked_before_the_switch_keeps_the_data_and_model(monkeypatch, tm
 
     monkeypatch.setattr(settings, "load_checked", load_then_stop)
     code, out, err = drive(s, f":data {text}")
-    assert "interrupted" in err and "data is now" not in out + err
+    assert f"data {text} interrupted; nothing changed" in err and "data is now" not in out + err
+    assert code == 130
     assert s.data_spec == "sort" and snapshot(s)["objects"] == before["objects"]

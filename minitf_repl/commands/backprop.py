@@ -253,7 +253,7 @@ def render_grad(result: GradResult, console: Console) -> None:
         # one line that says so: the sentences below read nan as a figure ("nan at h_0 (xnan), so even the first block
         # learns from the loss directly"), and what to do is the same wherever the overflow starts
         where = (f"the float32 loss is not finite ({result.loss:g}): the forward pass overflowed, so no gradient is"
-                 if broken == "the loss" else
+                 if not math.isfinite(result.loss) else
                  f"the float32 gradient is not finite from {broken} down (it overflowed: the table's nan and inf)")
         say(console, f"{where}: these weights cannot train, as a step would write nan into every weight it reaches; "
                      f"{restore('NAME')} brings back a checkpoint from before the rate blew them up ({cmd('ls')} "

@@ -1164,11 +1164,15 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     # Everything before the switch changes nothing, so a signal cuts it short at once, not only during the read: the
     # held-out count took 2.5 s of a 78 MiB file's 10, and there a Ctrl-C was asked to stop "at the next step", which
     # this command has none of, so the data switched anyway while the exit status said stopped
-    with cut_short():
-        data = load_checked(session, spec, reporter)
-        _held_out_only(data, reporter)
+    stopped = f"data {spec} interrupted; nothing changed"  # as :load says its own (the data and model as they were)
+    try:
+        with cut_short():
+            data = load_checked(session, spec, reporter)
+            _held_out_only(data, reporter)
+    except KeyboardInterrupt:
+        raise Interrupted(stopped) from None
     if reporter.should_stop():  # a signal during an import is asked again once it ends: outside cut_short by then
-        raise KeyboardInterrupt
+        raise Interrupted(stopped)
     if spec.partition(":")[0] in TASKS:  # its size in digits, as a checkpoint keeps it: sort:1e1 is now sort:10
         from ..core.data import lasting_spec
 
