@@ -2,7 +2,9 @@
 the tokenizers library panic, optimizer flags and state that pass the old checks, numbers out of range, integers of
 hundreds of digits, a pid no process has, a dangling link), a continued run's divergence naming the lr setting rather
 than the rate it ran at, a model with a part of a class of its own saved and promised to :load, and a declared
-variant's checkpoint called invalid in a process that has not declared it."""
+variant's checkpoint called invalid in a process that has not declared it. Then (fix_F7) a group missing a
+setting its update reads, a later torch's harmless setting, a step kept in optimizer.scalars, and a damaged file
+told from a model with a part of its own."""
 
 from __future__ import annotations
 
@@ -121,7 +123,8 @@ GROUP_EDITS = [  # (what the tester set, the words of the refusal)
     (lambda g: g.update(maximize=True), "maximize=true"),  # was: trained towards a higher loss, without a word
     (lambda g: g.update(foreach=True), "foreach=true"),
     (lambda g: g.update(fused=0), "fused=0"),  # 0 is no false: the flags are compared as JSON wrote them
-    (lambda g: g.update(surprise=1), "setting minitf's adamw does not have ('surprise')"),
+    # (a plain surprise=1 is taken for a later torch's setting since fix_F7, and dropped: see below)
+    (lambda g: g.update(surprise={"a": 1}), "setting minitf's adamw does not have ('surprise'), holding no plain"),
     (lambda g: g.update(betas=[5, -3]), "betas of [5, -3], which must each be in [0, 1)"),
     (lambda g: g.update(eps=0.0), "eps of 0.0, which must be above 0"),
     (lambda g: g.update(weight_decay=-0.5), "weight_decay of -0.5, which must be at least 0"),
@@ -259,7 +262,7 @@ def test_a_save_of_a_model_with_a_part_of_its_own_says_so_and_python_loads_it_ba
 
     with pytest.raises(CheckpointError) as refused:
         run(tiny_session(), ":load g")
-    assert "load_model(NAME, model=MODEL)" in one_line(refused.value)
+    assert f"load_model('g', directory={str(checkpoint_dir)!r}, model=MODEL)" in one_line(refused.value)
     mine = gated(MiniTransformerLM(s.model.config))
     model, data = ckpt.loading.load_model("g", directory=checkpoint_dir, model=mine)
     assert model is mine and not model.training
@@ -290,3 +293,136 @@ def test_a_checkpoint_of_a_declared_norm_says_to_declare_it_where_it_is_not(chec
     with declared_scalenorm():
         fresh = tiny_session()
         assert run(fresh, ":load scaled").step == 1 and fresh.model_config.norm == norm
+
+
+# --- fix_F7: a reviewer's findings on the checks above --------------------------------------------------------
+def trained_on(session, steps: int = 2) -> list[torch.Tensor]:
+    """The weights after `steps` more steps of training."""
+    run(session, f":train steps={steps}")
+    return [p.detach().clone() for p in session.model.parameters()]
+
+
+def same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def saved(optimizer: str, name: str = "o"):
+    s = tiny_session(optimizer=optimizer)
+    run(s, ":train steps=2")
+    run(s, f":save {name}")
+    return s
+
+
+MISSING_SETTINGS = [("adamw", key) for key in ("lr", "eps", "betas", "weight_decay")] + [
+    ("muon", key) for key in ("lr", "momentum", "nesterov", "ns_steps", "eps", "weight_decay", "adjust_lr_fn")]
+
+
+@pytest.mark.parametrize("kind, key", MISSING_SETTINGS)
+def test_a_group_without_a_setting_its_update_reads_is_refused_at_load(checkpoint_dir, kind, key):
+    saved(kind)
+    rewrite_manifest(checkpoint_dir / "o", lambda m: m["optimizer"]["param_groups"][0].pop(key))
+    fresh = tiny_session(optimizer=kind)
+    with pytest.raises(CheckpointError) as refused:
+        run(fresh, ":load o")  # was: loaded, and the next :train ended in "internal error: KeyError"
+    said = one_line(refused.value)
+    assert f"has no optimizer setting {key}, which minitf's {kind} reads at every step" in said, said
+    assert fresh.trainer.step == 0
+
+
+def test_weights_a_changed_config_does_not_build_are_a_damaged_file_not_a_part_of_ones_own(checkpoint_dir):
+    saved("adamw", "b")
+    assert manifest_of(checkpoint_dir / "b")["own_parts"] == []  # the save says it had none
+    # bias true -> false leaves biases the config does not build and none missing, exactly as an added part does
+    rewrite_manifest(checkpoint_dir / "b", lambda m: m["model_config"].update(bias=False))
+    with pytest.raises(CheckpointError) as refused:
+        run(tiny_session(), ":load b")
+    said = one_line(refused.value)
+    assert "the weights do not fit its model config (unexpected blocks.0.attn.k_proj.bias" in said
+    assert "load_model" not in said and "NAME" not in said  # was: "build the model that saved it and load_model(NAME"
+    assert said.endswith("so this checkpoint cannot be used; save the checkpoint again, or copy it again from where "
+                         "it came")
+
+
+def test_a_part_of_ones_own_from_before_the_manifest_kept_it_is_told_by_its_tensors(tmp_path, checkpoint_dir):
+    s = tiny_session()
+    gated(s.model)
+    run(s, ":train steps=1")
+    elsewhere = tmp_path / "mine"  # not the default folder: the way back names it
+    run(s, f":set checkpoint_dir={elsewhere}")
+    run(s, ":save g")
+    assert manifest_of(elsewhere / "g")["own_parts"] == ["blocks.0.attn.gate"]
+    rewrite_manifest(elsewhere / "g", lambda m: m.pop("own_parts"))  # as a save of before fix_F7 wrote it
+    fresh = tiny_session()
+    run(fresh, f":set checkpoint_dir={elsewhere}")
+    with pytest.raises(CheckpointError) as refused:
+        run(fresh, ":load g")
+    said = one_line(refused.value)  # an added part, nothing missing: the way back, its name and folder filled in
+    assert f"load_model('g', directory={str(elsewhere)!r}, model=MODEL) loads the weights" in said, said
+    rewrite_manifest(elsewhere / "g", lambda m: m["model_config"].update(d_ff=48))  # and weights of other shapes
+    with pytest.raises(CheckpointError) as refused:
+        run(fresh, ":load g")
+    said = one_line(refused.value)
+    assert "load_model" not in said and "save the checkpoint again, or copy it again" in said
+
+
+def test_a_later_torchs_harmless_group_setting_loads_and_is_not_handed_to_this_torchs_optimizer(checkpoint_dir):
+    saved("muon")
+    resumed = tiny_session(optimizer="muon")
+    run(resumed, ":load o")
+    expected = trained_on(resumed)
+
+    def later(m):
+        muon, adamw = m["optimizer"]["param_groups"][0], m["optimizer"]["param_groups"][1]
+        muon.update(decoupled_weight_decay=False, future_mode="fast", future_scale=None)  # keys this torch's lacks
+        adamw.update(decoupled_weight_decay=False)  # torch's AdamW sets it true at every load: harmless
+    rewrite_manifest(checkpoint_dir / "o", later)
+    fresh = tiny_session(optimizer="muon")
+    run(fresh, ":load o")  # was: "has an optimizer setting minitf's muon does not have ('decoupled_weight_decay')"
+    muon, adamw = fresh.trainer.optimizer.param_groups[:2]
+    assert not {"decoupled_weight_decay", "future_mode", "future_scale"} & set(muon)  # dropped, not handed on
+    assert adamw["decoupled_weight_decay"] is True
+    assert same(trained_on(fresh), expected)  # the same steps as from the checkpoint as written
+    run(fresh, ":save again")
+    assert "future_mode" not in manifest_of(checkpoint_dir / "again")["optimizer"]["param_groups"][0]
+
+
+def test_a_setting_this_torch_reads_and_minitfs_list_lacks_must_hold_this_torchs_default(monkeypatch,
+                                                                                        checkpoint_dir):
+    from minitf_repl.core.checkpoint import loading
+
+    # as under a later torch whose AdamW has a setting minitf's list does not know: maximize stands in for it
+    monkeypatch.setitem(loading._GROUP_KEYS, "adamw", loading._GROUP_KEYS["adamw"] - {"maximize"})
+    saved("adamw")
+    assert run(tiny_session(optimizer="adamw"), ":load o").step == 2  # at this torch's default (false): loads
+    rewrite_manifest(checkpoint_dir / "o", lambda m: adamw_group(m).update(maximize=True))
+    with pytest.raises(CheckpointError) as refused:
+        run(tiny_session(optimizer="adamw"), ":load o")
+    assert "the optimizer setting 'maximize'=true, which minitf never sets (this torch's adamw reads it, at false)" \
+        in one_line(refused.value)
+
+
+def scalar_step(path, step) -> None:
+    """Move parameter 0's AdamW step from the state file to the manifest's optimizer.scalars, as a number."""
+    rewrite_state(path, lambda t: t.pop("optim.0.step", None))
+    rewrite_manifest(path, lambda m: m["optimizer"].update(scalars={"0": {"step": step}}))
+
+
+def test_a_step_kept_as_a_number_in_the_manifests_scalars_loads_and_trains_on(checkpoint_dir):
+    saved("adamw")
+    resumed = tiny_session(optimizer="adamw")
+    run(resumed, ":load o")
+    expected = trained_on(resumed)
+    scalar_step(checkpoint_dir / "o", 2)
+    fresh = tiny_session(optimizer="adamw")
+    run(fresh, ":load o")  # was: "an optimizer state step of parameter 0 that is not a tensor of floats"
+    assert same(trained_on(fresh), expected)
+    for step, said in ((-1, "step of parameter 0 that is not one whole number"),
+                       (2.5, "step of parameter 0 that is not one whole number"),
+                       ("2", "optimizer scalar 'step' of parameter 0 that is no step count")):
+        scalar_step(checkpoint_dir / "o", step)
+        with pytest.raises(CheckpointError) as refused:
+            run(tiny_session(optimizer="adamw"), ":load o")
+        assert said in one_line(refused.value)
+    rewrite_manifest(checkpoint_dir / "o", lambda m: m["optimizer"].update(scalars={"0": {"exp_avg": 1.0}}))
+    with pytest.raises(CheckpointError, match="optimizer scalar 'exp_avg' of parameter 0 that is no step count"):
+        run(tiny_session(optimizer="adamw"), ":load o")

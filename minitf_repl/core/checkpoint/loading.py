@@ -98,7 +98,7 @@ def load_checkpoint(directory, name: str, map_location="cpu", model=None) -> Che
     elif tokenizer is not None:
         vocab = tokenizer.vocab  # the one spelling every comparison of tokenizers uses
     t = manifest["trainer"]
-    model_state = _check_model_tensors(path, config, model_tensors, map_location, model)
+    model_state = _check_model_tensors(path, config, model_tensors, map_location, model, manifest.get("own_parts"))
     optimizer_state, generator, torch_rng, cuda_rng = _split_state_tensors(path, manifest["optimizer"], state_tensors)
 
     trainer_state = {
@@ -265,47 +265,30 @@ def own_parts(model: torch.nn.Module) -> list[str]:
         return []
     expected, _, _ = expected_tensors(config)
     have = stored_tensors(model)
-    def shown(t: torch.Tensor) -> str:
-        return f"{'x'.join(map(str, t.shape)) or 'a scalar'} {str(t.dtype).removeprefix('torch.')}"
-
     parts = [k for k in have if k not in expected]  # a part added (the config builds none)
     parts += [f"no {k}" for k in expected if k not in have]
-    parts += [f"{k} of {shown(have[k])}, not {shown(t)}" for k, t in expected.items()
+    parts += [f"{k} of {_shown_tensor(have[k])}, not {_shown_tensor(t)}" for k, t in expected.items()
               if k in have and (tuple(have[k].shape) != tuple(t.shape) or have[k].dtype != t.dtype)]
     return parts
 
 
+def _shown_tensor(t: torch.Tensor) -> str:
+    """A tensor's shape and dtype in own_parts' words: "16x32 float32", "a scalar float32"."""
+    return f"{'x'.join(map(str, t.shape)) or 'a scalar'} {str(t.dtype).removeprefix('torch.')}"
+
+
 def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_location,
-                         model: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
-    """The checkpoint's weights, each checked against the one its config builds (or `model`'s: load_checkpoint)."""
+                         model: torch.nn.Module | None = None, recorded: list | None = None) -> dict[str, torch.Tensor]:
+    """The checkpoint's weights, each checked against the one its config builds (or `model`'s: load_checkpoint).
+    `recorded`: the manifest's own_parts, None where it keeps none (_misfit)."""
     if model is None:
         expected, aliases, order = expected_tensors(config)
-        # a model with a part of a class of its own saves such weights (a gate added to an attention): it gets them
-        # back in Python, into that model (load_model's `model`)
         against = "its model config"
-        way = (", which builds no part of a class of your own; this checkpoint cannot be used here: in Python, build "
-               "the model that saved it and load_model(NAME, model=MODEL) loads the weights into it")
     else:
         aliases, order = tied_aliases(model), list(model.state_dict())
-        expected, against, way = stored_tensors(model), "the model given", "; this checkpoint cannot be used"
-    missing = sorted(set(expected) - set(tensors))
-    extra = sorted(set(tensors) - set(expected))
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-        if extra:
-            parts.append(f"unexpected {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
-        raise CheckpointError(
-            f"{where}: the weights do not fit {against} ({'; '.join(parts)}){way}"
-        )
-    for key, ref_tensor in expected.items():
-        got = tensors[key]
-        if tuple(got.shape) != tuple(ref_tensor.shape) or got.dtype != ref_tensor.dtype:
-            raise CheckpointError(
-                f"{where}: {key} has shape {tuple(got.shape)} ({got.dtype}) but {against} needs "
-                f"{tuple(ref_tensor.shape)} ({ref_tensor.dtype}){way}"
-            )
+        expected, against = stored_tensors(model), "the model given"
+    if (problem := _misfit(where, against, tensors, expected, model is None, recorded)) is not None:
+        raise problem
     for key in order:
         if key in tensors:
             _check_finite(where, f"the weight {key}", tensors[key])
@@ -313,6 +296,52 @@ def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_lo
     for alias, original in aliases.items():
         state[alias] = state[original]  # tied: the same tensor, as in the model
     return {k: state[k] for k in order}
+
+
+def _misfit(where: Path, against: str, tensors: dict, expected: dict, by_config: bool,
+            recorded: list | None) -> CheckpointError | None:
+    """The refusal of weights that do not fit `expected` (those of `against`), or None where they fit: what is missing,
+    unexpected, or of another shape or dtype, and the way on.
+
+    A model with a part of a class of its own (a gate added to an attention) gets its weights back in Python, into
+    a model built so (load_model's `model`), and is told so with its name and folder. Any other misfit is a damaged
+    or edited file, for which that route is no way on: it gets the docs' fix, save it again or copy it again
+    (layout.damaged). Which it is, the save said: the manifest's own_parts (`recorded`), the parts the model had
+    that its config does not build, none for a model minitf built. The tensors alone cannot say it: a manifest's
+    `bias` flipped to false, or its n_layers lowered, leaves weights the config does not build and none missing,
+    as an added part does. Decision: a manifest of before own_parts was kept is judged by its tensors, the Python
+    route given only where they look like added parts (unexpected ones, none missing or shaped otherwise)."""
+    missing = sorted(set(expected) - set(tensors))
+    extra = sorted(set(tensors) - set(expected))
+    differing = [k for k, t in expected.items()
+                 if k in tensors and (tuple(tensors[k].shape) != tuple(t.shape) or tensors[k].dtype != t.dtype)]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+        problem = f"{where}: the weights do not fit {against} ({'; '.join(parts)})"
+    elif differing:
+        got, wanted = tensors[differing[0]], expected[differing[0]]
+        problem = (f"{where}: {differing[0]} has shape {tuple(got.shape)} ({got.dtype}) but {against} needs "
+                   f"{tuple(wanted.shape)} ({wanted.dtype})")
+    else:
+        return None
+    if not by_config:  # the caller's own model: it is theirs to build as the checkpoint's was
+        return CheckpointError(f"{problem}; this checkpoint cannot be used")
+    own = bool(recorded) if recorded is not None else bool(extra and not missing and not differing)
+    if own:
+        return CheckpointError(f"{problem}, which builds no part of a class of your own; this checkpoint cannot be "
+                               f"used here: in Python, build the model that saved it and {_load_model_call(where)} "
+                               "loads the weights into it")
+    return damaged(f"{problem}, so this checkpoint cannot be used")
+
+
+def _load_model_call(where: Path) -> str:
+    """load_model's call for the checkpoint at `where`, its name and folder filled in (as the save's line gives it:
+    commands.checkpoints.own_parts_line), so that it reads the same checkpoint from a script run anywhere."""
+    return f"load_model({where.name!r}, directory={str(where.parent)!r}, model=MODEL)"
 
 
 def _check_finite(where: Path, what: str, t: torch.Tensor) -> None:
@@ -370,7 +399,8 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
     for index_str, values in optimizer.get("scalars", {}).items():
         if not index_str.isdigit() or not isinstance(values, dict):
             raise bad("has malformed optimizer scalars")
-        state.setdefault(int(index_str), {}).update(values)
+        for key, value in values.items():
+            state.setdefault(int(index_str), {})[key] = _scalar_state(index_str, key, value, bad)
     if any(i >= n_params for i in state):
         raise bad("has optimizer state for a parameter that does not exist")
 
@@ -379,10 +409,7 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
     kind_of = {i: group_kind(g) for g in optimizer["param_groups"] for i in g["params"]}
     for index in sorted(state):
         _check_parameter_state(index, kind_of[index], state[index], bad)
-    groups = []
-    for g in optimizer["param_groups"]:
-        # JSON turned tuples (AdamW's betas, Muon's ns_coefficients) into lists; give the optimizer back what it saved.
-        groups.append({k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in g.items()})
+    groups = [_optimizer_group(g) for g in optimizer["param_groups"]]
     optimizer_state = {"state": {i: state[i] for i in sorted(state)}, "param_groups": groups}
     return optimizer_state, tensors["rng.data"], tensors["rng.torch"], [cuda[i] for i in sorted(cuda)]
 
@@ -394,24 +421,60 @@ _MUON_LR_ADJUSTMENTS = (None, "original", "match_rms_adamw")  # what torch.optim
 # effect: amsgrad=true read a state it never kept (KeyError max_exp_avg_sq: "internal error" at :train),
 # differentiable=true refused the fused kernel (RuntimeError), maximize=true trained towards a higher loss without a
 # word. fused: null was written before c82d954b (torch's own choice then), true since (optimizers.FUSED_ADAMW).
+# decoupled_weight_decay: torch's AdamW sets it true at every load (its __setstate__; AdamW has been Adam with it
+# since torch 2.7), so whatever a save holds the update is AdamW's: a false is harmless, and accepted.
 _ADAMW_FLAGS = {"amsgrad": (False,), "maximize": (False,), "differentiable": (False,), "capturable": (False,),
-                "foreach": (None,), "fused": (True, None), "decoupled_weight_decay": (True,)}
+                "foreach": (None,), "fused": (True, None), "decoupled_weight_decay": (True, False)}
+# The settings of each optimizer's groups under the torch minitf supports, as torch 2.13 has them (AdamW's since 2.7,
+# Muon's since it came, in 2.9), fixed here rather than read from the torch installed: a later torch that adds a
+# default to its groups (as 2.7 added AdamW's decoupled_weight_decay) writes it into every checkpoint, and an
+# earlier one must still load those. A key not listed is checked by _check_unknown_setting.
+_GROUP_KEYS = {
+    "adamw": frozenset({"lr", "betas", "eps", "weight_decay", *_ADAMW_FLAGS}),
+    "muon": frozenset({"lr", "momentum", "nesterov", "ns_steps", "ns_coefficients", "eps", "weight_decay",
+                       "adjust_lr_fn"}),
+}
+# The settings each update reads that no load fills in where a group lacks them: torch's AdamW sets its flags then
+# (its __setstate__), nothing sets Muon's, every one of which BatchedMuon.step reads. A group without lr loaded,
+# and the next :train ended in "internal error: KeyError 'lr'".
+_NEEDED_KEYS = {"adamw": frozenset({"lr", "betas", "eps", "weight_decay"}), "muon": _GROUP_KEYS["muon"]}
+# The other optimizer's settings that mark a group of the wrong kind: a Muon group that lost its ns_coefficients
+# reads as AdamW's (group_kind) with Muon's momentum still in it. AdamW's flags are no such mark: a later Muon may
+# well have a maximize or a foreach of its own.
+_OTHER_KINDS = {"adamw": _GROUP_KEYS["muon"] - _GROUP_KEYS["adamw"], "muon": frozenset({"betas"})}
+_SHORT_TEXT = 40  # the longest text a setting minitf does not know may hold (a mode's name, as adjust_lr_fn's)
 # What each optimizer keeps per parameter, all of it once the parameter has taken a step (none before): torch reads
 # each key at every step, and a state missing one ended :train in "internal error: KeyError"
 _STATE_KEYS = {"adamw": {"step", "exp_avg", "exp_avg_sq"}, "muon": {"momentum_buffer"}}
 
 
 @functools.cache
-def _group_keys(kind: str) -> frozenset[str]:
-    """The keys a param group of `kind` has under this torch: its optimizer's defaults, and the parameters."""
+def _torch_defaults(kind: str) -> dict:
+    """The settings a group of `kind` has under the torch installed, each at its default: the keys its update may
+    read, and the value of each where minitf sets none (optimizers.make_optimizer sets lr, betas, weight_decay and
+    fused, and Muon's momentum and adjust_lr_fn, none of them taken from here)."""
     holder = [torch.nn.Parameter(torch.zeros(2, 2))]
     made = torch.optim.AdamW(holder) if kind == "adamw" else torch.optim.Muon(holder)
-    return frozenset({"params", *made.defaults})
+    return dict(made.defaults)
+
+
+def _optimizer_group(g: dict) -> dict:
+    """A saved group, checked (_check_group), as the optimizer of the torch installed takes it: JSON's lists back to
+    the tuples it saved (AdamW's betas, Muon's ns_coefficients), and the keys this torch's update has, no other.
+
+    Decision: a key this torch does not have (a later torch's setting) is dropped, not handed on. Nothing here
+    reads it, and kept, a save of the run continued here would tell a later torch that these steps ran with it. A
+    key this torch has that an earlier torch's save lacks takes this torch's default, which a group minitf makes
+    here holds too; the keys no load may fill in (_NEEDED_KEYS) were refused where missing."""
+    defaults = _torch_defaults(group_kind(g))
+    kept = {k: (tuple(v) if isinstance(v, list) else v) for k, v in g.items() if k in defaults}
+    return {**defaults, **kept, "params": g["params"]}
 
 
 def _check_group(g: dict, bad) -> None:
-    """One saved param group's settings, as minitf makes them: its keys those of its optimizer under this torch,
-    its flags minitf's (_ADAMW_FLAGS), its numbers in the ranges the update is defined in (group_kind says which).
+    """One saved param group's settings, as minitf makes them: every setting its update reads (_NEEDED_KEYS), no
+    setting of the other optimizer's, one minitf does not know only as _check_unknown_setting allows, its flags
+    minitf's (_ADAMW_FLAGS), its numbers in the ranges the update is defined in (group_kind says which).
 
     torch checks none of these when it loads a state, and a wrong one would surface steps later (or
     never: Muon reads an unknown adjust_lr_fn as no adjustment), so they are checked here. Each range is where
@@ -425,17 +488,19 @@ def _check_group(g: dict, bad) -> None:
         return isinstance(v, list) and len(v) == n and all(is_number(x) for x in v)
 
     kind = group_kind(g)
-    unknown = sorted(set(g) - _group_keys(kind))
-    if unknown:
-        raise bad(f"has an optimizer setting minitf's {kind} does not have ({_shown_key(unknown[0])})")
+    for key in sorted(set(g) - _GROUP_KEYS[kind] - {"params"}):
+        _check_unknown_setting(kind, key, g[key], bad)
+    missing = sorted(_NEEDED_KEYS[kind] - set(g))
+    if missing:
+        raise bad(f"has no optimizer setting {missing[0]}, which minitf's {kind} reads at every step")
     for key, low, above in (("lr", 0.0, False), ("eps", 0.0, True), ("weight_decay", 0.0, False)):
-        value = g.get(key, 1.0)
+        value = g[key]
         if not is_number(value):
             raise bad(f"has a non-numeric optimizer {key}")
         if value < low or (above and value == low):
             raise bad(f"has an optimizer {key} of {value!r}, which must be {'above' if above else 'at least'} {low:g}")
     if kind == "adamw":
-        betas = g.get("betas", [0.9, 0.999])
+        betas = g["betas"]
         if not numbers(betas, 2):
             raise bad("has malformed optimizer betas")
         if not all(0 <= b < 1 for b in betas):
@@ -458,6 +523,48 @@ def _check_group(g: dict, bad) -> None:
         raise bad("has a malformed Muon nesterov (true or false)")
     if g.get("adjust_lr_fn") not in _MUON_LR_ADJUSTMENTS:
         raise bad("has an unknown Muon adjust_lr_fn")
+
+
+def _check_unknown_setting(kind: str, key, value, bad) -> None:
+    """A key of a saved `kind` group that minitf's list of its settings (_GROUP_KEYS) lacks.
+
+    One of the other optimizer's settings (_OTHER_KINDS) is refused: the group is of no kind minitf makes. Any other
+    is taken for a setting a later torch added to its groups (decision: accepted, so that torch's checkpoints load
+    here), where it holds what a setting holds: true, false, null, a number or a short text; a list or an object
+    is no setting's. Where the torch installed has the key, its update reads it: the value must then be this torch's
+    default, the one a run of minitf (which sets no such key) ran with, since what another value does is not known
+    here. Where it does not, the key is dropped before the optimizer gets the group (_optimizer_group)."""
+    if key in _OTHER_KINDS[kind]:
+        raise bad(f"has an optimizer setting minitf's {kind} does not have ({_shown_key(key)})")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    text = isinstance(value, str) and len(value) <= _SHORT_TEXT
+    if not (value is None or isinstance(value, bool) or number or text):
+        raise bad(f"has an optimizer setting minitf's {kind} does not have ({_shown_key(key)}), holding no plain "
+                  "value (true, false, null, a number or a short text)")
+    defaults = _torch_defaults(kind)
+    if key in defaults and not _same_setting(value, defaults[key]):
+        raise bad(f"has the optimizer setting {_shown_key(key)}={_shown_value(value)}, which minitf never sets "
+                  f"(this torch's {kind} reads it, at {_shown_value(defaults[key])})")
+
+
+def _same_setting(saved, default) -> bool:
+    """Whether a saved setting is `default`: true, false and null by identity (JSON's 0 is no false), the rest by
+    value (a saved 0 is a default 0.0)."""
+    if isinstance(saved, (bool, type(None))) or isinstance(default, (bool, type(None))):
+        return saved is default
+    return saved == default
+
+
+def _scalar_state(index: str, key, value, bad) -> torch.Tensor:
+    """A parameter's state that a manifest keeps as a number (`optimizer.scalars`), as the tensor torch keeps it.
+
+    A save writes there what of a state is no tensor (manifest.encode_state). Under the torch minitf supports that
+    is nothing, but torch's AdamW kept its `step` as a number before torch 1.12 and still reads one (its
+    __setstate__ makes it a float32 tensor, as here), so such a step is no damaged file: it loads, its range checked
+    as a stored step's (_check_parameter_state). Anything else there is no state an optimizer keeps as a number."""
+    if key != "step" or not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+        raise bad(f"has an optimizer scalar {_shown_key(key)} of parameter {index} that is no step count (a number)")
+    return torch.tensor(float(value), dtype=torch.float32)
 
 
 def _check_parameter_state(index: int, kind: str, values: dict, bad) -> None:

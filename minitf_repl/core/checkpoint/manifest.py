@@ -237,6 +237,10 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     weights_from = m.get("weights_from")
     need(weights_from is None or (isinstance(weights_from, str) and 0 < len(weights_from) <= MAX_SHOWN
                                   and shows_as_text(weights_from)), "weights_from is not printable text")
+    parts = m.get("own_parts")  # store.save_checkpoint's loading.own_parts(model): names and shapes, in words
+    need(parts is None or (isinstance(parts, list) and all(isinstance(x, str) and 0 < len(x) <= MAX_SHOWN
+                                                            and shows_as_text(x) for x in parts)),
+         "own_parts is not a list of printable text")
     for key in ("data_since_step", "measured_since_step"):
         since = m.get(key)
         need(since is None or (is_int(since) and since >= 0), f"{key} is not a whole number >= 0")

@@ -131,10 +131,11 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         # its load would refuse it (loading.stored_tokenizer): a checkpoint is not written that cannot be loaded
         raise CheckpointError(f"this model's tokenizer {problem}, and a checkpoint keeps no such tokenizer (its load "
                               "would refuse it); write the model as a Hugging Face folder instead")
+    # parts of a class of the caller's own (a gate added to an attention): saved whole, but a load builds the model
+    # from its config and cannot make them, so the caller says so instead of "a load restores it"
+    parts = own_parts(model)
     if outcome is not None:
-        # parts of a class of the caller's own (a gate added to an attention): saved whole, but a load builds the model
-        # from its config and cannot make them, so the caller says so instead of "a load restores it"
-        outcome["own_parts"] = own_parts(model)
+        outcome["own_parts"] = parts
     # Everything is serialised in memory first: a failure here touches no file.
     model_bytes = encode_model(model)
     state_bytes, param_groups, scalars = encode_state(trainer)
@@ -176,6 +177,10 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         **({"measured_since_step": measured_since_step} if measured_since_step else {}),
         # an older minitf reads past the key; a manifest without it is of before it was kept, or of generated data
         **({"data_sha256": data_sha256} if data_sha256 else {}),
+        # kept whether empty or not: a load whose weights do not fit the config tells by it a model of parts of its
+        # own (its way back is load_model(NAME, model=MODEL)) from a damaged or edited file (loading._misfit); a
+        # manifest without it is of before it was kept. An older minitf reads past the key
+        "own_parts": parts,
         "trainer": trainer_json,
         "optimizer": {"param_groups": param_groups, "scalars": scalars},
         "files": {
