@@ -155,7 +155,9 @@ def test_grads_step_on_a_mixture_of_experts_is_the_one_train_takes():
     grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
     expected, _ = optimizer_step(trainer, params, grads)
     done = backprop(model, ids, trainer=trainer)
-    assert [t.step for t in done.tensors] == pytest.approx(expected, rel=1e-3)
+    # a step 2,000 times under the largest is rounding's to judge, not 1e-3 of itself: on an AMD Zen 3 one of 4e-05
+    # (a parameter this one text barely reaches, whose AdamW step is its moments' rounding) read 4.8e-05 against 3.9e-05
+    assert [t.step for t in done.tensors] == pytest.approx(expected, rel=1e-3, abs=1e-4 * max(expected))
     # the same forward as the view's: its aux loss, read here since a view leaves no routing stats behind (sweep ao)
     assert done.step_aux == pytest.approx(model.config.moe_aux_weight * aux.item(), rel=1e-5)
     words = plain(run(s, ":grad 314159=113459"))

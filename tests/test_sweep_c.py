@@ -255,7 +255,7 @@ def test_checks_of_the_model_say_what_ablate_switched_off():
     result = run(session, ":checks rows causal gradient")
     assert result.ablations == ["block 0"]
     assert "switched off now: block 0 (:ablate off puts the model back)" in plain(result)
-    assert json_document(REGISTRY["checks"], result)["schema"] == "minitf.checks/10"
+    assert json_document(REGISTRY["checks"], result)["schema"] == "minitf.checks/11"
     assert "switched off now" not in plain(run(session, ":checks init"))  # a fresh model: nothing of it is off
 
 

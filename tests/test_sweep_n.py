@@ -263,7 +263,7 @@ def test_ctrl_c_stops_a_download_that_hangs_at_once_and_changes_nothing(tmp_path
         status = door.run_line(":data shakespeare")
         assert time.monotonic() - start < 5  # not the read's 20 s timeout, nor the download's 300 s
     assert status == dispatch.FAILED and door.interrupted
-    assert err.file.getvalue().strip() == "error: interrupted: :data stopped before it finished"
+    assert err.file.getvalue().strip() == "error: data shakespeare interrupted; nothing changed"
     assert session.data_spec == "sort:4" and not list(tmp_path.iterdir())  # nothing switched, nothing written
     assert door.run_line(":data") == dispatch.OK  # the session goes on
 
