@@ -20,7 +20,7 @@ from test_render import plain
 from minitf_repl.core import feedforward, norms, variants
 from minitf_repl.core.config import ModelConfig
 from minitf_repl.core.errors import ConfigError
-from minitf_repl.core.model import MiniTransformerLM, MultiHeadSelfAttention
+from minitf_repl.core.model import MiniTransformerLM
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 SMALL = dict(vocab_size=11, n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16)
@@ -172,16 +172,9 @@ def test_an_activation_built_but_not_declared_is_told_the_declaration():
 
 
 # --- 4. the right reason, the right claim, the right count ---------------------------------------------------------
-class GatedAttention(MultiHeadSelfAttention):
-    def __init__(self, config):
-        super().__init__(config)
-        self.gate = nn.Parameter(torch.zeros(1))
-
-    def forward(self, x, cache=None):
-        return torch.sigmoid(self.gate) * super().forward(x, cache)
-
-
 def test_a_parameter_a_part_holds_itself_is_not_called_an_expert_no_token_went_to():
+    from test_sweep_br_own_parts import GatedAttention  # the gated attention of the fast path's own-part tests
+
     session = tiny_session()
     session.model.blocks[0].attn = GatedAttention(session.model.config)
     out = plain(run(session, ":shapes"), 200)
