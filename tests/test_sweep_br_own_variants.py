@@ -85,13 +85,20 @@ class Plain(nn.Module):
         return self.ln(x)
 
 
-# --- 1. :ffn lists the units for a norm that cannot be frozen, without their tokens ------------------------------
-@pytest.mark.parametrize("norm", ["scalenorm", "dyt"])
-def test_ffn_shows_the_units_of_a_model_whose_norm_says_no_frozen_scale(norm):
+@contextlib.contextmanager
+def session_with_norm(norm: str):
+    """A tiny session whose model has test_house's ScaleNorm or the DyT above, declared for the block's length."""
     context = declared_scalenorm() if norm == "scalenorm" else declared_norm("sweep_br_dyt", DyT)
     with context as name:
         session = tiny_session()
         run(session, f":set norm={name}")
+        yield session
+
+
+# --- 1. :ffn lists the units for a norm that cannot be frozen, without their tokens ------------------------------
+@pytest.mark.parametrize("norm", ["scalenorm", "dyt"])
+def test_ffn_shows_the_units_of_a_model_whose_norm_says_no_frozen_scale(norm):
+    with session_with_norm(norm) as session:
         result = run(session, ":ffn")  # was: the whole view refused, "does not say how to freeze its scale"
         assert result.units and all(u.promotes is None for u in result.units)
         assert "does not say how to freeze its scale (a frozen(x) method" in result.no_tokens
@@ -184,10 +191,7 @@ def test_a_parameter_a_part_holds_itself_is_not_called_an_expert_no_token_went_t
 
 @pytest.mark.parametrize("norm", ["scalenorm", "dyt"])
 def test_resid_says_sqrt_d_only_of_the_norms_whose_arithmetic_gives_it(norm):
-    context = declared_scalenorm() if norm == "scalenorm" else declared_norm("sweep_br_dyt", DyT)
-    with context as name:
-        session = tiny_session()
-        run(session, f":set norm={name}")
+    with session_with_norm(norm) as session:
         out = plain(run(session, ":resid"), 200)
     assert "takes the stream's scale away" not in out and "times the gain):" not in out  # was: said of tanh
     assert "does not state that it scales its input to a fixed size" in out
