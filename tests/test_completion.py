@@ -17,9 +17,11 @@ import os
 import shutil
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from minitf_repl import cli
 from minitf_repl.commands import REGISTRY
@@ -57,9 +59,23 @@ def test_install_completion_writes_the_script_under_home(tmp_path, shell, instal
         assert "minitf.sh" in (tmp_path / ".bashrc").read_text()  # sourced from the next shell on
 
 
+def answer(**env: str) -> subprocess.CompletedProcess:
+    """What `minitf` answers a shell that asks it to complete (the variables the shell's script sets), asked in this
+    process: the same Typer app and Click completion the console script runs, without a Python and torch start per
+    question (0.7 s each; the suite asks some 40). The console script's own process keeps its tests below (zsh and
+    fish through `minitf`, bash through the installed script). An exception's traceback goes to stderr, where a
+    process would print it."""
+    full = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1", **env}
+    result = CliRunner().invoke(cli.app, [], env=full, prog_name="minitf")
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess(["minitf"], result.exit_code, result.stdout, stderr)
+
+
 def complete_bash(line: str, **env: str) -> list[str]:
     words = line.split(" ")
-    result = minitf(_MINITF_COMPLETE="complete_bash", COMP_WORDS=line, COMP_CWORD=str(len(words) - 1), **env)
+    result = answer(_MINITF_COMPLETE="complete_bash", COMP_WORDS=line, COMP_CWORD=str(len(words) - 1), **env)
     assert result.returncode == 0, result.stderr
     return result.stdout.split()
 

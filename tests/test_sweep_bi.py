@@ -432,10 +432,10 @@ def complete_as_bash_splits(line: str) -> list[str]:
     own, as COMP_WORDS (joined with newlines, as Typer's script joins them) and the last word's index."""
     import re
 
-    from test_completion import minitf
+    from test_completion import answer
 
     words = [w for w in re.split(r" |(=)", line) if w] + ([""] if line.endswith(" ") else [])  # (as bash 5 gave)
-    result = minitf(_MINITF_COMPLETE="complete_bash", COMP_WORDS="\n".join(words), COMP_CWORD=str(len(words) - 1))
+    result = answer(_MINITF_COMPLETE="complete_bash", COMP_WORDS="\n".join(words), COMP_CWORD=str(len(words) - 1))
     assert result.returncode == 0, result.stderr
     return result.stdout.split()
 

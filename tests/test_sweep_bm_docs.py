@@ -134,12 +134,12 @@ def test_the_shell_gives_every_setting_given_to_a_command_in_one_set_and_the_lin
 
 # --- 4. the shell's Tab offers nanoGPT's spellings, as the REPL's does ------------------------------------------------
 def test_the_shells_tab_offers_the_other_spellings_of_set_keys():
-    from test_completion import complete_bash, minitf
+    from test_completion import answer, complete_bash
 
     assert complete_bash("minitf set blo") == ["block_size="]  # was nothing
     assert complete_bash("minitf set n_e") == ["n_embd=", "n_experts="]  # was n_experts= alone
     assert complete_bash("minitf --set blo") == ["block_size="]
-    zsh = minitf(_MINITF_COMPLETE="complete_zsh", _TYPER_COMPLETE_ARGS="minitf set blo")
+    zsh = answer(_MINITF_COMPLETE="complete_zsh", _TYPER_COMPLETE_ARGS="minitf set blo")
     assert '"block_size=":"block_size= -> max_seq_len="' in zsh.stdout, zsh.stdout + zsh.stderr
 
 

@@ -319,12 +319,12 @@ def test_a_data_switch_that_rebuilds_says_the_int8_copy_went_with_the_old_model(
 
 
 def test_tab_completion_after_an_option_given_twice_offers_and_never_refuses():
-    from test_completion import complete_bash, minitf
+    from test_completion import answer, complete_bash
 
     assert complete_bash("minitf --data sort --data add tr") == ["train"]
     assert "--eval-every" in complete_bash("minitf train --steps 3 --steps 4 --ev")
     words = "minitf train --steps 3 --steps 4 --ev"
-    result = minitf(_MINITF_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD="6")
+    result = answer(_MINITF_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD="6")
     assert "Traceback" not in result.stderr and "given twice" not in result.stderr, result.stderr
 
 
