@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -118,10 +119,15 @@ def test_a_new_command_renders_through_the_front_door(registry):
 
 
 # --- the layering that makes that true -------------------------------------------------------------------
-def _modules():
+@functools.cache
+def _modules() -> tuple[tuple[str, Path, ast.AST], ...]:
+    """(module name, path, syntax tree) of each of the package's files. Parsed once per process: the six scans below
+    read the same files, and parsing them all took 1.5 to 3.5 s a scan (the trees are only read, never changed)."""
+    out = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
-        yield ".".join(rel.parts).removesuffix(".__init__"), path, ast.parse(path.read_text())
+        out.append((".".join(rel.parts).removesuffix(".__init__"), path, ast.parse(path.read_text())))
+    return tuple(out)
 
 
 def _imports(name: str, tree: ast.AST):
