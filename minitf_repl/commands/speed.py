@@ -24,7 +24,7 @@ from ..render.tables import NARROW, add_row, fitted
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, interactive, syntax
+from ..syntax import REPL, cmd, interactive, named, syntax
 from .base import command, complete_device, default_prompt, training_length
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
@@ -63,6 +63,11 @@ class DeviceResult:
     # what Muon's Newton-Schulz runs in on the current device under the dtype setting (float32 for dtype=float32,
     # else bfloat16 where the device has bfloat16 units); null with optimizer=adamw, which has none
     newton_schulz_dtype: str | None = None
+    # the current device's speed at a square matrix product in train_dtype, measured by this command with torch's own
+    # kernels (core.peak: two warm-up products, then the median of up to five timed), in GFLOP/s: the peak :train's
+    # MFU is a run's share of; null where nothing could be measured (a problem with the device, a failed product)
+    peak_gflops: float | None = None
+    peak_size: int | None = None  # n of that n x n product, chosen so that one takes a few ms; null with peak_gflops
     # the front door says the problem on standard error itself, the table going elsewhere (a file, a pipe): the table
     # leaves its error line out (dispatch.FAILURE_SAID)
     failure_said: bool = field(default=False, metadata={"view_only": True})
@@ -74,7 +79,7 @@ class DeviceResult:
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
     Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
-], reports_device=True, json_version=7)  # fmt: skip
+], reports_device=True, json_version=8)  # fmt: skip
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
@@ -117,7 +122,19 @@ def _train_dtype(session: Session, device) -> dict:
             "cpu_float32_products_by": PRODUCTS_ENV if products_fixed() else "measured",
             "cpu_float32_products_ignored": _products_ignored(),
             "cpu_isa_caps": isa_caps(), "cpu_bf16_units_unused": cpu_bf16_units() if bf16_isa_cap() else None,
-            **_cpu_attention(session, device, train_dtype)}
+            **_cpu_attention(session, device, train_dtype), **_peak(device, train_dtype)}
+
+
+def _peak(device, train_dtype: str | None) -> dict:
+    """The device's product speed in the training dtype, measured now (about 0.1 s on a 2-core CPU, 0.25 s at most,
+    core.peak): after the threads are chosen (above), at the count a run trains with. Kept by core.peak, where the
+    next :train at this device, dtype and thread count reads it for its MFU rather than measuring again."""
+    from ..core.peak import product_speed_or_none
+
+    if device is None or train_dtype is None:
+        return {}
+    speed = product_speed_or_none(device, train_dtype)
+    return {} if speed is None else {"peak_gflops": speed.gflops, "peak_size": speed.size}
 
 
 PRODUCTS_VALUES = ("onednn", "torch", "mkldnn", "mkl")  # what $MINITF_PRODUCTS takes (core.fastpath.products_choice)
@@ -205,6 +222,13 @@ def render_device(result: DeviceResult, console: Console) -> None:
     if result.threads is not None:
         note(console, f"CPU threads: {result.threads} ({result.threads_why}); {cmd('set', threads='N')} fixes the "
                       f"count, {cmd('set', threads=0)} is auto")
+    if result.peak_gflops is not None and not result.problem:
+        from ..core.peak import flop_rate_words
+
+        on = f" on {count(result.threads, 'CPU thread')}" if result.current == "cpu" and result.threads else ""
+        n = result.peak_size
+        note(console, f"{result.train_dtype} products: {flop_rate_words(result.peak_gflops)} (a {n} x {n} product"
+                      f"{on}, measured now; {named('train')}'s MFU is a run's share of it)")
     # measured once a process, on a machine whose other programs may tip it (:device named one kernel, then the
     # other, on a busy Zen 4): said so, with the variable that fixes it
     from ..core.fastpath import PRODUCTS_ENV  # torch is in: the products were measured or chosen

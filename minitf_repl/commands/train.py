@@ -37,7 +37,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, invoked_with, named, option, restore,
                       speaking, syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
-                   true_next, view_prompt)
+                   training_length, true_next, view_prompt)
 from .shared import (ACCUMULATION_ELSEWHERE, AUTOSAVES_KEPT, RUNS_GOING, WARM_UP_NOTE_FROM, WARMUP_ITERS_ELSEWHERE,
                      Dropped, SaveResult, StoppedAside, all_warm_up, continues_line, file_changed_once, held_line,
                      load_checked, moved_to, rebuilt_line, recipe_line, refuse_a_path, redraw_untrained, save_session,
@@ -162,6 +162,19 @@ class TrainResult:
     # differently, so two processes at one thread count gave other losses from step 3; null where none ran or no
     # kernel is chosen (off the CPU, fast_path=off)
     cpu_float32_products: str | None = None
+    # the matrix-product FLOPs the ledger counts for training one token at the length of the data's rows, which the
+    # run's FLOP rate and its model FLOPs utilisation (mfu) are of (core.ledger.training_flops_per_token: forward and
+    # backward, Linears and attention's two products; not Muon's Newton-Schulz, nor norms, softmax or the optimizer's
+    # elementwise work); null where no step ran
+    flops_per_token: int | None = None
+    # flops_per_token x tokens_per_second / 1e9: the run's achieved rate of those products (under torchrun, of all the
+    # processes together); a lower bound of the work done, which counts more than the ledger does; null: no step ran
+    gflops: float | None = None
+    # this device's speed at a square product in the run's dtype at its thread count (core.peak), in GFLOP/s: measured
+    # by :device, or at the end of the first run without such a measurement; null under torchrun (one process's speed
+    # is not the launch's) or where it could not be measured
+    peak_gflops: float | None = None
+    mfu: float | None = None  # gflops / peak_gflops (0.32: 32%); null where either is
     # the seconds this command's steps and evaluations added to the table's elapsed (a continued run's table counts
     # from the run's first step): `seconds` holds the drawing between steps as well
     run_seconds: float = 0.0
@@ -282,7 +295,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=27, elsewhere={**ACCUMULATION_ELSEWHERE, **WARMUP_ITERS_ELSEWHERE})  # fmt: skip
+], json_version=28, elsewhere={**ACCUMULATION_ELSEWHERE, **WARMUP_ITERS_ELSEWHERE})  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -662,12 +675,59 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         # not of weights trained elsewhere (a GPT-2 fine-tuned at 3e-5 was told to train at 0.01)
         low_lr=low_rate(train_config, session.recipe_data) if session.weights_from is None else None,
     )
+    _utilisation(session, result)
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
     result.worse_than_uniform = blown_up(result)
     if not result.worse_than_uniform:
         session.note_good_lr(train_config.lr)
     return result
+
+
+def _utilisation(session: Session, result: TrainResult) -> None:
+    """The run's achieved FLOP rate and its share of the device's measured product speed (MFU), into `result`.
+
+    tokens_per_second already leaves out the step that compiled (compile=on) and every evaluation, watch frame and
+    save (core.train times each step alone), so the rate is of the steps. The peak is the latest this process
+    measured at the run's device, dtype and thread count (:device measures it), else measured here, once: about 0.1 s
+    on a 2-core CPU and 0.25 s at most (core.peak), against a run that takes seconds; a thread count auto moves to
+    later measures again at its first run. Not under torchrun: each process would time its product against the
+    others' steps, and one process's speed is not the launch's."""
+    if not result.steps or not result.tokens_per_second:
+        return
+    from ..core.ledger import training_flops_per_token
+    from ..core.peak import product_speed_or_none
+
+    result.flops_per_token = training_flops_per_token(session.model, training_length(session)
+                                                      or session.model_config.max_seq_len)
+    result.gflops = result.flops_per_token * result.tokens_per_second / 1e9
+    if result.launch is not None:
+        return
+    peak = product_speed_or_none(session.trainer.device, result.dtype, again=False)
+    if peak is not None and peak.gflops > 0:
+        result.peak_gflops, result.mfu = peak.gflops, result.gflops / peak.gflops
+
+
+# The summary's GFLOP/s and MFU in one line of the table's legend: a learner reads "32% of the peak" as all the work
+# the CPU did, where the ledger leaves out Muon's Newton-Schulz (a quarter of the default model's Muon step's products:
+# 1.85 of 7.16 GFLOP at batch 16), the norms, softmax and the optimizer's elementwise update
+def flops_legend(mfu: bool) -> str:
+    """The legend's words for the summary's FLOP rate, and its MFU where the summary gives one (`mfu`)."""
+    return (f"the summary's GFLOP/s{' (MFU)' if mfu else ''}: only the matrix products {named('params')} counts, not "
+            "the optimizer's Newton-Schulz, so a lower bound of the work")
+
+
+def utilisation_words(result: TrainResult) -> str | None:
+    """"55 GFLOP/s, 32% of this CPU's float32 products (MFU)" for the summary; None where no rate is known."""
+    if result.gflops is None:
+        return None
+    from ..core.peak import flop_rate_words
+
+    words = flop_rate_words(result.gflops)
+    if result.mfu is not None:
+        share = f"{result.mfu:.0%}" if result.mfu >= 0.095 else f"{result.mfu:.1%}"  # a tiny model's 0.4%, not 0%
+        words += f", {share} of this {'CPU' if result.cpu is not None else 'GPU'}'s {result.dtype} products (MFU)"
+    return words
 
 
 # An lr setting under this share of the lowest rate its optimizer's recipes train at is far below its usual range:
@@ -1132,6 +1192,8 @@ def train_summary(result: TrainResult) -> str:
                      f"grad_clip = {result.grad_clip:g})")
     if result.steps:  # no step ran (a Ctrl-C at once): no speed to state ("0 tokens/s")
         parts.append(f"{fmt.rate(result.tokens_per_second)} tokens/s")
+        if (flops := utilisation_words(result)) is not None:
+            parts.append(flops)
     parts.extend(speed_parts(result))
     # The time as the table's elapsed column writes it (0.61s, not 0.6 s under it). A new run's table counts from
     # this command's first step: its last row's elapsed is this command's time, and the line gives that very
@@ -1236,8 +1298,11 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
 
 def _render_train(result: TrainResult, console: Console, frame_shown: bool = False) -> None:
     if result.evals:
-        console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size,
-                                eval_batches=result.eval_batches, dtype=result.dtype))
+        table = LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size,
+                          eval_batches=result.eval_batches, dtype=result.dtype)
+        if result.gflops is not None:  # what the summary's FLOP rate under the table counts, beside its tokens/s
+            table.legend_words["tokens_per_second"] += f"; {flops_legend(result.mfu is not None)}"
+        console.print(table)
     if result.frames and not frame_shown:  # the last frame, as it was under the live table
         console.print(watch_view(result.frames[-1], console.width, unscaled(console)))
     if len(result.curve) >= 10:  # a small chart of this run under its table

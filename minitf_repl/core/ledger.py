@@ -151,6 +151,19 @@ def attention_flops_per_token(config, seq_len: int) -> int:
     return config.n_layers * 2 * (2 * seq_len * config.n_heads * config.head_dim)
 
 
+# Training is 3 x forward: the backward pass computes two products per forward product (the input's gradient and the
+# weight's)
+TRAINING_PASSES = 3
+
+
+def training_flops_per_token(model: nn.Module, seq_len: int) -> int:
+    """The matrix-product FLOPs of training one token at sequence length `seq_len`, forward and backward, as the
+    ledger counts them (training_flops_per_step / tokens): what `:train` turns into a run's achieved FLOP rate (its
+    tokens/s times this) and model FLOPs utilisation. Muon's Newton-Schulz (optimizer_flops_per_step) is per step,
+    not per token, and not in it."""
+    return TRAINING_PASSES * (linear_flops_per_token(model) + attention_flops_per_token(model.config, seq_len))
+
+
 def active_parameters(model: nn.Module, n_params: int) -> int:
     """The 6N rule's N: `n_params` less the tables a token only looks up (lookup_parameters) and those a part
     says a token does not run (a mixture of experts: the experts it is not routed to). The norms' gains and the
@@ -220,7 +233,7 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
         attention_flops_per_token=attention,
         forward_flops_per_token=forward,
         forward_flops_per_step=forward * tokens,
-        training_flops_per_step=3 * forward * tokens,
+        training_flops_per_step=TRAINING_PASSES * forward * tokens,
         six_n_flops_per_step=6 * active * tokens,
         six_n_params=active,
         lookup_params=lookup_parameters(model),

@@ -1,0 +1,150 @@
+"""How fast this device multiplies matrices: the peak that a run's model FLOPs utilisation (MFU) is a share of.
+
+One square product in a dtype, timed: `:device` measures it (and says it), `:train` compares a run's achieved
+FLOP rate with it, and the benchmarks in bench/ measure their float32 peak through the same function, so the
+tool and the benchmark tables give one number for one machine.
+
+The size is chosen so that one product takes a few milliseconds (MIN_PRODUCT_SECONDS): a product much shorter
+is mostly call overhead and the threads' start, and reads below the peak (a GPU's products reach theirs only at
+thousands), one much longer costs time the command has no need to spend. A budget bounds the whole
+measurement (BUDGET_SECONDS), so that on a busy or slow device (bfloat16 emulated in float32 arithmetic) fewer
+timed rounds are taken rather than more seconds spent.
+
+The inputs are drawn from a generator of their own: the measurement leaves torch's global random stream (a run's
+batches draw from it where no seed restarts it) where it was.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+FIRST_SIZE = 256  # the size the adaptive measurement starts at, doubling from there
+# the largest size it doubles to: a CPU's budget stops it long before (a 4096 x 4096 float32 product is 137 GFLOP);
+# a GPU's products reach their peak only at thousands (an 8192 x 8192 product is 1.1 ms at an H100's dense
+# bfloat16 peak, 989 TFLOP/s)
+MAX_SIZE = 8192
+MIN_PRODUCT_SECONDS = 0.002  # one product at the chosen size takes at least this ("a few ms")
+WARMUP_ROUNDS = 2  # untimed products at the chosen size first: caches, thread pools and kernels settled
+TIMED_ROUNDS = 5  # then the median of this many (fewer where the budget runs out; at least one)
+# the whole measurement's time, growth included: :device's cost, and :train's where it measures at its end
+# (at 170 GFLOP/s a 1024 x 1024 product takes 12.6 ms: seven of them, 0.09 s)
+BUDGET_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class ProductSpeed:
+    gflops: float  # 2 n^3 / the median time of one n x n by n x n product, in 10^9 per second
+    size: int  # n
+    dtype: str  # the inputs' dtype: "float32" or "bfloat16"
+    device: str  # where it ran: "cpu", "cuda:0", "mps"
+    threads: int | None  # torch's CPU threads it ran on; None off the CPU
+    rounds: int  # the timed products the median is of
+
+
+# the latest measurement at each (device, dtype, threads): what `:train` compares a run with, where this process
+# (the REPL's session, or a one-shot command) measured one at the run's device, dtype and thread count
+_LATEST: dict[tuple[str, str, int | None], ProductSpeed] = {}
+
+
+def _key(device: torch.device, dtype: str) -> tuple[str, str, int | None]:
+    return str(device), dtype, torch.get_num_threads() if device.type == "cpu" else None
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for the device's queued work: a GPU's product returns before it is done."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def measure_product_speed(device: torch.device | str = "cpu", dtype: str = "float32", size: int | None = None,
+                          warmup: int = WARMUP_ROUNDS, rounds: int = TIMED_ROUNDS,
+                          budget: float | None = BUDGET_SECONDS) -> ProductSpeed:
+    """The speed of a square matrix product of `dtype` on `device`, measured now with torch's own kernels (`a @ b`).
+
+    `size` None chooses n, doubling from FIRST_SIZE while one product takes under MIN_PRODUCT_SECONDS and the
+    rounds at the next size fit the budget; a given size is measured as given (the benchmarks' 1024 x 1024).
+    `budget` None takes every round asked for. Raises what torch raises (a dtype the device has no kernel for)."""
+    device = torch.device(device)
+    torch_dtype = getattr(torch, dtype)
+    start = time.perf_counter()
+    # One small random tile each, drawn on the CPU from a generator of its own (not torch's global stream: the
+    # module's docstring) and repeated to n x n on the device: a dense product's time does not depend on its values,
+    # and drawing 8192 x 8192 normals on the CPU for a GPU's product would take longer than the whole budget.
+    tiles = torch.randn(2, FIRST_SIZE, FIRST_SIZE, generator=torch.Generator().manual_seed(0)).to(device, torch_dtype)
+
+    def operands(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        reps = -(-n // FIRST_SIZE)
+        return tuple(tile.repeat(reps, reps)[:n, :n].contiguous() for tile in tiles)
+
+    def timed(a: torch.Tensor, b: torch.Tensor) -> float:
+        _sync(device)
+        t0 = time.perf_counter()
+        a @ b
+        _sync(device)
+        return time.perf_counter() - t0
+
+    n = size or FIRST_SIZE
+    a, b = operands(n)
+    done = 0  # products already run at size n: the warm-up rounds they stand for
+    if size is None:
+        while True:
+            # the quicker of two: the first at a size is a warm-up (its buffers, the kernel's choice), and one
+            # timing alone, stretched by a busy machine, stopped the growth at 256 where 512 was a few ms
+            took = min(timed(a, b), timed(a, b))
+            done = 2
+            # the next size's rounds cost about 8x this one's each (n^3): grown only where they fit the budget
+            then = (time.perf_counter() - start) + 8 * took * (2 + warmup + rounds)
+            if took >= MIN_PRODUCT_SECONDS or n >= MAX_SIZE or (budget is not None and then > budget):
+                break
+            n *= 2
+            a, b = operands(n)
+    for _ in range(max(warmup - done, 0)):
+        timed(a, b)
+    times: list[float] = []
+    while len(times) < max(rounds, 1):
+        # a busy or slow device: the median of the rounds taken before the next would pass the budget
+        if times and budget is not None and time.perf_counter() - start + statistics.median(times) > budget:
+            break
+        times.append(timed(a, b))
+    seconds = statistics.median(times)
+    speed = ProductSpeed(gflops=2 * n**3 / max(seconds, 1e-12) / 1e9, size=n, dtype=dtype, device=str(device),
+                         threads=torch.get_num_threads() if device.type == "cpu" else None, rounds=len(times))
+    _LATEST[_key(device, dtype)] = speed
+    return speed
+
+
+def latest_product_speed(device: torch.device | str, dtype: str) -> ProductSpeed | None:
+    """The last speed this process measured on `device` in `dtype` at torch's present thread count; None: none."""
+    return _LATEST.get(_key(torch.device(device), dtype))
+
+
+def product_speed_or_none(device: torch.device | str, dtype: str, again: bool = True) -> ProductSpeed | None:
+    """The speed of `device`'s products in `dtype`: measured now (`again`), or the latest one at this thread count
+    and measured only where there is none. None where it cannot be measured (a device that fails the product, a
+    dtype it lacks): a command that shows it goes on without it, never fails for it."""
+    try:
+        if not again and (known := latest_product_speed(device, dtype)) is not None:
+            return known
+        return measure_product_speed(device, dtype)
+    except Exception:  # RuntimeError from a device or a dtype, a fake device a test stands in: no number, no failure
+        return None
+
+
+def flop_rate_words(gflops: float) -> str:
+    """A FLOP rate as a summary says it: "55 GFLOP/s", "0.41 GFLOP/s" (a tiny model), "312 TFLOP/s" (a GPU)."""
+    if gflops >= 10_000:
+        return f"{gflops / 1000:,.0f} TFLOP/s"
+    if gflops >= 10:
+        return f"{gflops:,.0f} GFLOP/s"
+    return f"{gflops:.2g} GFLOP/s"
+
+
+def forget_product_speeds() -> None:
+    """Drop every measurement kept (a test's fresh process; the next `:train` then measures its own)."""
+    _LATEST.clear()
