@@ -26,7 +26,7 @@ from ..config import ModelConfig, TrainConfig
 from ..device import mps_here, resolve_device
 from ..errors import CheckpointError, UserError
 from ..model import MiniTransformerLM
-from ..optimizers import group_kind
+from ..optimizers import AdamW, BatchedMuon, group_kind
 from ..sizes import parameter_count
 from ..train import Trainer
 from ..words import count
@@ -452,9 +452,14 @@ _STATE_KEYS = {"adamw": {"step", "exp_avg", "exp_avg_sq"}, "muon": {"momentum_bu
 def _torch_defaults(kind: str) -> dict:
     """The settings a group of `kind` has under the torch installed, each at its default: the keys its update may
     read, and the value of each where minitf sets none (optimizers.make_optimizer sets lr, betas, weight_decay and
-    fused, and Muon's momentum and adjust_lr_fn, none of them taken from here)."""
+    fused, and Muon's momentum and adjust_lr_fn, none of them taken from here).
+
+    Asked of minitf's own optimizer classes, whose defaults are torch's (they subclass torch's and change no
+    default): torch.optim's own constructors import torch._dynamo on their first call (3 to 6 s on a 2-core Zen 3,
+    once a process), which made the first `:load` of a session, and every `minitf --load NAME ...`, take seconds
+    where reading the files takes 0.1 s."""
     holder = [torch.nn.Parameter(torch.zeros(2, 2))]
-    made = torch.optim.AdamW(holder) if kind == "adamw" else torch.optim.Muon(holder)
+    made = AdamW(holder) if kind == "adamw" else BatchedMuon(holder)
     return dict(made.defaults)
 
 
