@@ -111,7 +111,7 @@ def test_attrib_parts_sum_to_the_logit_and_come_largest_first(trained):
     assert sum(p.logit for p in r.parts) + r.offset == pytest.approx(r.logit, abs=1e-4)
     sizes = [abs(p.logit) for p in r.parts]
     assert sizes == sorted(sizes, reverse=True)
-    assert {p.kind for p in r.parts} == {"embed", "head", "ffn", "bias"} and len(r.parts) == 1 + 4 + 2 + 1
+    assert {p.kind for p in r.parts} == {"embed", "head", "ffn", "bias"} and len(r.parts) == 2 + 4 + 2 + 1
     ids = trained.data.tokenizer.encode("31415=")
     with torch.no_grad():
         trained.model.eval()

@@ -99,7 +99,7 @@ def test_attrib_names_its_bias_row_for_the_output_projections_alone():
     assert "b^V is inside each head's row" in said and "b^Q and b^K move only the pattern" in said
     from minitf_repl.commands import REGISTRY
 
-    assert REGISTRY["attrib"].json_version == 6
+    assert REGISTRY["attrib"].json_version == 7
     no_bias = plain(run(session_of(bias=False), ":attrib"), 200)
     assert "output biases" not in no_bias  # no b^O, no row, and no line about one
 

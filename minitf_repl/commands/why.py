@@ -405,8 +405,12 @@ def render_patch(result: PatchResult, console: Console) -> None:
 
 @dataclass
 class AttribPart:
-    name: str  # "embed", "head 1.2", "ffn 0", "output biases b^O" (every block's W^O bias)
-    kind: str  # embed | head | ffn | bias (the feed-forward, the MLP of other texts)
+    # "embed (token)" (W_E's row of the token), "embed (position)" (the position table's row, where pos_encoding adds
+    # one at the input: learned or sinusoidal), "head 1.2", "ffn 0", "output biases b^O" (every block's W^O bias)
+    name: str
+    # embed (the token's or the position's: the two sum to the embedding's share) | head | ffn | bias (the
+    # feed-forward, the MLP of other texts)
+    kind: str
     logit: float  # its share of the target's logit
 
 
@@ -428,9 +432,9 @@ class AttribResult:
     # the final norm normalises (norm=none: the identity, which adds nothing and divides by 1: the notes spoke of a
     # norm "frozen at this input's scale" the model does not have), as its kind declares
     normalised: bool = field(default=True, metadata={"view_only": True})
-    # what the embedding part holds: "token + position" where a table is added at the input (pos_encoding learned or
-    # sinusoidal, not switched off by :ablate positions), else "token" (rope turns q and k inside attention)
-    embedded: str = field(default="token + position", metadata={"view_only": True})
+    # why there is no embed (position) row, said under the rows ("" where there is one: a table is added at the
+    # input; switched off by :ablate positions it writes exactly 0, which the note of such parts says)
+    no_position: str = field(default="", metadata={"view_only": True})
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
@@ -438,13 +442,13 @@ ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
 HEAD_NAME_EXAMPLE = "1.2: layer 1's head 2"
 
 
-@command("attrib", "Direct logit attribution: how much the embedding, each head and each FFN add to the next "
-                   "token's logit.", params=[
+@command("attrib", "Direct logit attribution: how much the token and position embeddings, each head and each FFN "
+                   "add to the next token's logit.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("target", str, blank=True, meta="CHAR",
           help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next token "
                "of the default prompt, else the likeliest)"),
-], json_version=6, guide="inside-views.md#why-activation-patching-and-direct-logit-attribution")  # fmt: skip
+], json_version=7, guide="inside-views.md#why-activation-patching-and-direct-logit-attribution")  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
@@ -459,13 +463,22 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
     parts = sorted((AttribPart(p.name, p.kind, p.logit) for p in a.parts), key=lambda p: -abs(p.logit))
     from ..core.bpe import shown_piece
 
-    added = position_kind(session.model_config).table is not None \
-        and not any(ablated.kind == "positions" for ablated in session.ablations)
     return AttribResult(prompt=text, target=shown_piece(data.tokenizer, a.target), logit=a.logit, offset=a.offset,
                         scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias,
                         ablations=switched_off(session), untrained=session.untrained, dropped=dropped,
                         unit=data.tokenizer.unit, normalised=norm_kind(session.model_config).normalises,
-                        embedded="token + position" if added else "token")
+                        no_position=_no_position(position_kind(session.model_config)))
+
+
+def _no_position(kind) -> str:
+    """Why :attrib lists no embed (position) row for a model of this pos_encoding kind ("": it lists one). A learner
+    looked for what the position table writes; with RoPE the positions act inside attention, in the heads' rows."""
+    if kind.table is not None:
+        return ""
+    if kind.rotary:
+        return (f"no embed (position) row: pos_encoding={kind.name} adds no position table at the input; it turns q "
+                "and k by their positions inside attention, so what the positions do is in the heads' rows")
+    return f"no embed (position) row: pos_encoding={kind.name} adds no position table at the input ({kind.embedding})"
 
 
 @render.register(AttribResult)
@@ -483,10 +496,10 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     written = [p for p in result.parts if p.logit != 0.0]
     shown = written[:ATTRIB_ROWS]
     peak = max((abs(p.logit) for p in shown), default=0.0) or 1.0
-    name_width = max((len(_label(p, result)) for p in shown), default=4)
+    name_width = max((len(p.name) for p in shown), default=4)
     bar_width = max(4, min(40, console.width - name_width - 12))
     for p in shown:
-        line = Text(_label(p, result).ljust(name_width), style="cyan")
+        line = Text(p.name.ljust(name_width), style="cyan")
         line.append(f" {p.logit:+7.2f} ")
         # whole cells, to the nearest: a part under half a cell draws none, as one that shows as +0.00 never does. A
         # cell of its own for every part drew +0.00 and +0.02 the same as a cell's worth beside +11069 (276 a cell)
@@ -501,9 +514,10 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     if rest:
         # the b^O note below explains a row; where that row is summed here, say so, or the note named a missing row
         among = ", the output biases b^O among them" if any(p.kind == "bias" for p in rest) else ""
-        note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together{among}")
+        together = fmt.signed(sum(p.logit for p in rest), 2)  # "-0.00" read as a part taking something away
+        note(console, f"{count(len(rest), 'smaller part')} add {together} together{among}")
     if silent:
-        names = ", ".join(_label(p, result) for p in silent[:8]) + (", ..." if len(silent) > 8 else "")
+        names = ", ".join(p.name for p in silent[:8]) + (", ..." if len(silent) > 8 else "")
         # not each one's why: an untrained model's output biases are 0 as well
         why = f"; a part {cmd('ablate')} switches off writes nothing" if result.ablations else ""
         verb = "writes" if len(silent) == 1 else "write"
@@ -524,6 +538,13 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     # the smaller parts or writing exactly 0, the note explained a row not on screen)
     if any(p.kind == "head" for p in shown):  # "head 1.2" read as a decimal number
         note(console, f"head L.H: head H of layer L ({HEAD_NAME_EXAMPLE}), as {cmd('ablate')} names it")
+    # the two embedding rows are the input h_0 = W_E[token] + P[position] read apart (one "embed" row hid what the
+    # position table writes on its own); said where one of them is listed, as the other rows' words are
+    if any(p.kind == "embed" for p in shown) and not result.no_position:
+        note(console, "embed (token) and embed (position): the token's row of W_E and the position's row of the "
+                      "position table, which the input adds together, each read on its own")
+    if result.no_position:  # the row a learner looks for, and why it is not there
+        note(console, result.no_position)
     if any(p.kind == "bias" for p in shown):
         note(console, "output biases b^O: every block's W^O bias, added whatever the heads do; b^V is inside each "
                       "head's row (A's rows sum to 1, so AV carries it), and b^Q and b^K move only the pattern")
@@ -532,13 +553,6 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     if result.untrained:
         note(console, f"this model has not trained yet: the parts split a logit of random weights; "
                       f"{look_again('attrib', AUTOSAVE_NAME, result.prompt)}")
-
-
-def _label(part: AttribPart, result: AttribResult) -> str:
-    """A part's row label: the embedding's says what it holds, "embed (token + position)", where "embed" alone read as
-    the token's row (the docs' "(token + position)" was printed nowhere)."""
-    return f"{part.name} ({result.embedded})" if part.kind == "embed" else part.name
-
 
 
 # --- :heads --------------------------------------------------------------------------------------

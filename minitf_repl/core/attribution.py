@@ -2,7 +2,7 @@
 
 In a pre-norm model the residual stream at the end is a sum of what every part added to it:
 
-    h_L = h_0 + sum_l ( Attention_l + FFN_l )                          h_0: token + position
+    h_L = h_0 + sum_l ( Attention_l + FFN_l )                          h_0 = W_E[idx] + P: token + position
     Attention_l = sum_h O_h W^O[:, h] + b^O                            one term per head (and the bias)
     z_t = W_U[t] . LN(h_L)                                             the logit of token t
 
@@ -12,9 +12,13 @@ exactly into one number per part plus the norm's own offset:
 
     z_t = sum_parts W_U[t] . linear(part) + W_U[t] . offset
 
-The parts are read by the model's own probes (hook_embed, each attention's hook_merged, each
-block's feed-forward output) during one listening pass; nothing in the model changes. A post-norm
-model renormalises the stream after every sublayer, so its end is no sum of parts: it is refused.
+h_0 is two parts, the token's embedding W_E[idx] and the position table's row P (learned or sinusoidal; none
+where RoPE turns q and k inside attention, or pos_encoding=none): both go down the stream as they are, so each
+has a direct share of its own, and the two sum to h_0's.
+
+The parts are read by the model's own modules and probes (the token and position embeddings, each attention's
+hook_merged, each block's feed-forward output) during one listening pass; nothing in the model changes. A
+post-norm model renormalises the stream after every sublayer, so its end is no sum of parts: it is refused.
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ from .inside import listening, one_sequence
 
 @dataclass
 class Part:
-    name: str  # "embed", "head 1.2", "ffn 0", "output biases b^O"
-    kind: str  # embed | head | ffn | bias (the feed-forward, the MLP of other texts)
-    layer: int | None  # the block it belongs to (None: the embedding, or every block's biases)
+    name: str  # "embed (token)", "embed (position)", "head 1.2", "ffn 0", "output biases b^O"
+    kind: str  # embed (token or position) | head | ffn | bias (the feed-forward, the MLP of other texts)
+    layer: int | None  # the block it belongs to (None: the embeddings, or every block's biases)
     head: int | None
     logit: float  # its share of the target's logit: W_U[t] . linear(part)
 
@@ -47,7 +51,8 @@ class Attribution:
     rank: int  # 1: the likeliest next token
     offset: float  # W_U[t] . offset: what the frozen final norm adds on its own (its bias; 0 without)
     scale: float  # the final norm's scale at that position (std or rms of h_L), frozen
-    parts: list[Part]  # in the model's order: embed, then per block its heads (and bias) and its ffn
+    parts: list[Part]  # in the model's order: token, position (where a table is added), then per block its heads
+    # and its ffn, then the output biases
     norm_bias: bool = True  # the final norm has a bias (False: RMSNorm, bias=off; the offset is 0)
 
     @property
@@ -66,7 +71,12 @@ def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Pa
 
     `seen` holds what the probes of `attribution_probes` recorded in one pass.
     """
-    parts = [(Part("embed", "embed", None, None, 0.0), seen["embed"][0, position])]
+    # h_0 = W_E[idx] + P read apart: one "embed" row of the two hid what the position table writes on its own
+    parts = [(Part("embed (token)", "embed", None, None, 0.0), seen["token"][0, position])]
+    if "position" in seen:  # a table added at the input (learned or sinusoidal); :ablate positions makes it zeros
+        table = seen["position"]  # (T, d): the table's rows at positions 0..T-1, the same for every sequence
+        row = (table[0] if table.dim() == 3 else table)[position]
+        parts.append((Part("embed (position)", "embed", None, None, 0.0), row))
     bias = None
     skipped = skipped_blocks(model)  # `:ablate block=L`: its heads and FFN read 0, and its bias is not added
     for i, block in enumerate(model.blocks):
@@ -89,8 +99,11 @@ def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Pa
 
 
 def attribution_probes(model: nn.Module) -> dict[str, nn.Module]:
-    """Where the parts are read: the embedding's probe, each attention's merged heads, each feed-forward's output."""
-    probes = {"embed": model.hook_embed, "end": model.blocks[-1].hook_resid_post}
+    """Where the parts are read: the token embedding, the position table where one is added at the input, each
+    attention's merged heads, each feed-forward's output; and the stream at the end, which the final norm reads."""
+    probes = {"token": model.token_embedding, "end": model.blocks[-1].hook_resid_post}
+    if getattr(model, "position_embedding", None) is not None:  # None: RoPE or pos_encoding=none add nothing there
+        probes["position"] = model.position_embedding
     for i, block in enumerate(model.blocks):
         probes[f"merged.{i}"] = block.attn.hook_merged
         if block.ffn is not None:

@@ -404,6 +404,10 @@ class Redrawn:
         self.renderable = renderable if renderable is not None else Group()
         self._drawn: tuple[int, list[int]] | None = None  # the width of the last drawing, and its lines' lengths
 
+    def forget(self) -> None:
+        """The last drawing was erased (a Ctrl-Z's pause): a narrower terminal has none of its rows to go up over."""
+        self._drawn = None
+
     def showing(self, renderable) -> "Redrawn":
         self.renderable = renderable
         return self
@@ -434,6 +438,26 @@ class Redrawn:
             if k:
                 yield Segment.line()
             yield from line
+
+
+PAUSE_WAIT = 0.5  # seconds a Ctrl-Z's pause waits for a drawing under way to end: far longer than a drawing takes
+
+
+def pause(display: Live) -> bool:
+    """Stop a live display, erasing it (it is transient), as its stop() does; False where it was not stopped.
+
+    Called in a signal handler, on the main thread: the display's drawing thread may hold the display's lock while it
+    waits for one that the interrupted main thread holds (the bar's, the console's), which the handler would wait on
+    for ever. So that lock, Rich's own (the drawing thread takes it for each drawing), is waited for a while only,
+    and else the display is left as it is. Built by the module's `Live` (not a subclass of it), which tests replace."""
+    lock = getattr(display, "_lock", None)
+    if lock is None or not lock.acquire(timeout=PAUSE_WAIT):
+        return False
+    try:
+        display.stop()
+    finally:
+        lock.release()
+    return True
 
 
 def _foreground(console: Console) -> bool:
@@ -500,6 +524,8 @@ class RichReporter(Reporter):
         self.gen_prompt: str | None = None
         self.gen_raw = False
         self._live: Live | None = None
+        self._per_second = 4  # the live display's redraws a second (_start_live), which a Ctrl-Z's restart keeps
+        self._paused = False  # a Ctrl-Z took the live display off the screen: _resume starts it again
         self._progress: Progress | None = None
         self._task = None
         self._table: LossTable | None = None
@@ -559,9 +585,42 @@ class RichReporter(Reporter):
     def _start_live(self, per_second: int) -> None:
         """Start the live display of self._shown. Rich's hides the cursor until it stops: a Ctrl-Z meanwhile showed it
         again first (the shell's prompt had none until `fg`), and hides it on `fg` while the display runs on."""
-        self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=per_second)
+        self._per_second = per_second
+        self._open_live()
+        self._held.enter_context(on_suspend(self._suspend, self._resume))
+
+    def _open_live(self) -> None:
+        self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=self._per_second)
         self._live.start()
-        self._held.enter_context(on_suspend(lambda: self._cursor(True), lambda: self._cursor(False)))
+
+    def _suspend(self) -> None:
+        """Ctrl-Z (in the signal handler, before the stop): the display is taken off the screen, and _resume draws it
+        anew below what the shell wrote meanwhile. Left on, it was drawn again on `fg` by going up as many rows as it
+        had, from under the shell's "Stopped", "fg" and job lines: its top rows stayed above, a stale copy of the
+        loss table's headings over the live one. Erased rather than kept as a picture of the stop: how many lines the
+        shell writes before `fg` (other commands, their output) cannot be known, so a kept one could not be drawn
+        over; the end's stops_line says the run was stopped. Where the display could not be stopped at once
+        (pause), it stays as it was."""
+        if self._live is not None and pause(self._live):
+            self._live, self._paused = None, True
+        self._cursor(True)  # the shell's prompt needs it (pause showed it; a display left on has it hidden)
+
+    def _resume(self) -> None:
+        """minitf goes on after a Ctrl-Z (`fg`, or `bg`): a display taken off is started anew where the cursor is now,
+        under the shell's lines, with no rows of before to go up over; the cursor hidden again in the foreground.
+        After `bg` it stays off while minitf runs in the background, where its redraws went over the shell's prompt
+        and what one typed there (and drew over the shell's lines again at a later `fg`); the main thread's next
+        step starts it once minitf is in the foreground again (_back_in_front)."""
+        if self._paused and _foreground(self.console):
+            self._paused = False
+            self._shown.forget()  # its last drawing is gone from the screen: no rows of it to erase (Redrawn)
+            self._open_live()  # drawn by its own thread: a drawing here could wait on a lock the interrupted code holds
+        self._cursor(False)
+
+    def _back_in_front(self) -> None:
+        """A display a Ctrl-Z took off, then `bg` kept off, comes back once minitf is the foreground job (`fg`)."""
+        if self._paused:
+            self._resume()
 
     def _cursor(self, shown: bool) -> None:
         """Show or hide the terminal's cursor now, written past Rich's buffer (a signal handler may find it half
@@ -722,6 +781,7 @@ class RichReporter(Reporter):
                 self._paced = True
         if self._progress is None:
             return
+        self._back_in_front()
         self._steps_done, self._run_steps = info.run_step, info.run_steps
         # the steps before this run, which make the bar's count "run 80/200" (a caller may give the run's alone)
         before = getattr(info, "step", info.run_step) - info.run_step
@@ -762,6 +822,7 @@ class RichReporter(Reporter):
 
     def on_compare_step(self, done: int, total: int) -> None:
         if self._progress is not None:
+            self._back_in_front()
             self._fit_bar()
             self._progress.update(self._task, completed=done, total=total)
 
@@ -818,6 +879,7 @@ class RichReporter(Reporter):
             self._bar_columns = lambda form: self._labelled_columns(what, form)
             self._progress.columns = self._bar_columns(self._bar_form)
             self._progress.reset(self._task, total=total, completed=0, description=what)
+        self._back_in_front()
         self._fit_bar()
         self._progress.update(self._task, completed=done, total=total)
 
