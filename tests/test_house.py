@@ -163,7 +163,7 @@ def test_a_new_norm_is_its_module_and_its_kind(scalenorm):
     shapes = run_command(s, "shapes", {"prompt": "31"})
     kinds = {r.path: (r.kind, r.formula) for r in shapes.records}
     assert kinds["blocks.0.ln_1"] == ("ScaleNorm", "ScaleNorm(x) = g * x / ||x||")
-    assert kinds["ln_f"] == ("ScaleNorm", "ScaleNorm(x) = g * x / ||x||")
+    assert kinds["ln_f"] == ("ScaleNorm", "ScaleNorm(h) = g * h / ||h||")  # over h, the stream it normalises
     out = Console(file=io.StringIO(), width=140, color_system=None)
     render(shapes, out)
     assert "ln_1" in out.file.getvalue() and "ScaleNorm(x) = g * x / ||x||" in out.file.getvalue()

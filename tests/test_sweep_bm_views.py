@@ -33,7 +33,7 @@ def test_shapes_second_half_of_a_block_reads_the_stream_after_attention():
     assert pre["hook_resid_mid"] == "x + Attention(LN(x))"
     assert pre["ln_2"] == "LN(x')" and pre["hook_resid_post"] == "x' + FFN(LN(x'))"
     llama = formulas(session_of(norm="rmsnorm"))
-    assert llama["hook_resid_post"] == "x' + FFN(RMSNorm(x'))" and llama["ln_2"].startswith("RMSNorm(x'), ")
+    assert llama["hook_resid_post"] == "x' + FFN(RMSNorm(x'))" and llama["ln_2"].startswith("RMSNorm(x') = x' / ")
     post = formulas(session_of(norm_placement="post"))
     assert post["hook_resid_mid"] == "LN(x + Attention(x))" and post["hook_resid_post"] == "LN(x' + FFN(x'))"
     assert post["ln_2"] == "LN(x' + FFN(x')) (post-norm)"

@@ -148,7 +148,7 @@ def test_params_at_40_columns_splits_no_word(line, variant):
     if not result.show_all:  # every line of the costs, a row each, and a few words a line
         lines = text.splitlines()
         how = [row for row in lines[lines.index("compute and memory") + 1:] if row.strip()]
-        assert len(how) < 40  # before: 90, a word or two a line
+        assert len(how) < 45  # before: 90, a word or two a line (40 once the fast path's copies were said)
 
 
 # --- :step and :quantize int8 at 40 columns -----------------------------------------------------------------------

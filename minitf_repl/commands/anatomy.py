@@ -328,8 +328,8 @@ class ParamsResult:
     # whose training rows the ledger counts (ledger.seq_len)
     data: str = field(default="", metadata={"view_only": True})
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate now
-    # of the ledger's activations, the (T, T) maps that training's fast path does not keep (_map_bytes)
-    map_bytes: int = field(default=0, metadata={"view_only": True})
+    # what training's fast path keeps for backward against the ledger's activations (FastPathMemory); None: not said
+    fast_path: FastPathMemory | None = field(default=None, metadata={"view_only": True})
     # "path (Class)" of the parts of a caller's own whose memory for backward is taken on trust (its guessed_parts())
     guessed: list = field(default_factory=list, metadata={"view_only": True})
 
@@ -354,19 +354,63 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
                 "unused": ("cache=off" if not session.gen_config.cache else None if cache_exact(model) else
                            "causal=off" if not config.causal else "ablate mask")}
     return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache, data=session.data_spec,
-                        ablations=switched_off(session), map_bytes=_map_bytes(model, ledger),
+                        ablations=switched_off(session), fast_path=fast_path_memory(model, ledger),
                         guessed=model.guessed_parts())
 
 
-def _map_bytes(model, ledger: dict) -> int:
-    """Bytes of the attention maps the ledger's activations count and training's fast path does not keep, at the
-    ledger's batch and T: the readable forward's explicit attention keeps each head's row of T weights a position
-    in every layer (MultiHeadSelfAttention.activation_floats), the fused kernel one log-sum-exp in its place. 0
-    where the readable forward is fused itself (attention=sdpa: no layer counts a map), and at T=1 (a row of one
-    weight is its log-sum-exp). A fixed "a tenth less at T=64" was said at any T."""
+@dataclass
+class FastPathMemory:
+    """What training's fast path (core.fastpath) keeps for backward against the readable forward the ledger counts."""
+
+    less: int  # bytes fewer than the ledger's activations at its batch and T (negative: more)
+    maps_left: bool  # the readable forward keeps (T, T) maps that the fast path's fused kernel does not
+    maps_kept: bool  # dropout on a CPU: torch's fused kernel falls back to the explicit formula, (T, T) maps and all
+    unrotated: bool  # with rope, the unrotated q and k stay (see fast_path_memory)
+
+
+def fast_path_memory(model, ledger: dict) -> FastPathMemory | None:
+    """What training's fast path keeps for backward beside the readable forward, at the ledger's batch and T, in the
+    ledger's dtype; None with dropout off the CPU, not measured there (CUDA's kernels draw the dropout inside and keep
+    no map, where the parts' statements count torch's CPU fallback), and for a model with a part of a caller's own
+    that the fast path would skip (core.fastpath.own_part), which training runs through its own forward instead.
+
+    "training's fast path keeps no (T, T) maps: 3.9 MiB (7.8%) less" was said with dropout too, where it kept 0.7 MiB
+    more, and at batch 2, where it kept 0.2 MiB more (a copy of [W_q; W_k; W_v] a layer outweighs the maps there): so
+    the sum is said, from what each path keeps (tests/test_sweep_bs_claims.py measures it with saved_tensors_hooks;
+    to the KiB for every variant tried):
+    - the parts' own statements with every layer's attention fused (MiniTransformerLM.fused_attention): the maps the
+      kernel does not keep (none with dropout on a CPU, where it keeps A as the explicit path does), and under GQA K
+      and V not repeated to n_h heads;
+    - the readable forward's causal mask: masked_fill keeps ~M, T x T bools a layer (at d=64 and T=256, more than
+      the copy below);
+    - the fast path's one q/k/v product: its weight [W_q; W_k; W_v] is a new tensor, kept for backward, whatever
+      the batch; and q, k and v are views of its one output, so with rope (and no qk_norm, which keeps the unrotated
+      q and k on either path) v keeps the unrotated q and k alive beside the rotated ones (not with dropout on a CPU:
+      measured, the kernel's fallback keeps no more than the readable forward there).
+    """
+    from ..core.fastpath import own_part
+
+    config = model.config
     B, T = ledger["batch_size"], ledger["seq_len"]
-    heads = sum(block.attn.n_heads for block in model.blocks if not block.attn.use_sdpa)
-    return B * T * heads * (T - 1) * next(model.parameters()).element_size()
+    first = next(model.parameters())
+    size, dropout = first.element_size(), config.dropout > 0
+    if (dropout and first.device.type != "cpu") or own_part(model) is not None:
+        return None
+    with model.fused_attention():
+        fused = model.activation_floats(T)
+    less = (model.activation_floats(T) - fused) * B * T * size
+    maps_left = T > 1 and not dropout and any(not block.attn.use_sdpa for block in model.blocks)
+    unrotated = False
+    for block in model.blocks:
+        attn = block.attn
+        q, k, v = attn.q_proj.out_features, attn.k_proj.out_features, attn.v_proj.out_features
+        less -= (q + k + v) * attn.q_proj.in_features * size
+        if attn.rope is not None and attn.q_norm is None and not dropout:
+            less -= (q + k) * B * T * size
+            unrotated = True
+        if not attn.use_sdpa and attn.causal:
+            less += T * T * attn.causal_mask.element_size()
+    return FastPathMemory(less, maps_left, dropout and T > 1, unrotated)
 
 
 # A switched-off part still holds its weights and, but for a skipped block, computes (its output zeroed): the
@@ -377,7 +421,7 @@ ABLATED_COSTS = "the parameters and costs above are the whole model's: the parts
 @render.register(ParamsResult)
 def render_params(result: ParamsResult, console: Console) -> None:
     if result.ledger is not None and not result.show_all:
-        render_ledger(result.ledger, console, result.kv_cache, result.data, result.map_bytes)
+        render_ledger(result.ledger, console, result.kv_cache, result.data, result.fast_path)
         if result.guessed:  # a module set by hand that states nothing: its parameters are counted, its memory is not
             note(console, f"the activations count a guess for {', '.join(result.guessed)}: a part of a caller's own "
                           "that states not what it keeps for backward (a feed-forward part is taken as a two-matrix "
@@ -461,12 +505,30 @@ def _ledger_rows(ledger: dict) -> list[tuple]:
     return rows
 
 
+def _fast_path_words(fast_path: FastPathMemory | None, ledger: dict) -> str:
+    """What training's fast path keeps against the ledger's activations, as said in their "how" ("" for nothing)."""
+    if fast_path is None:
+        return ""
+    less = fast_path.less  # at the batch and T the activations are counted at, said before it
+    share = f" ({fmt.share(less / ledger['activation_bytes'])})" if less > 0 and ledger["activation_bytes"] else ""
+    amount = f"{fmt.size(abs(less))}{share} {'less' if less > 0 else 'more'}"
+    if fast_path.maps_kept:
+        return (f"with dropout on a CPU training's fast path keeps the (T, T) maps too, torch's fused kernel falling "
+                f"back to the explicit formula: {amount}; ")
+    # its own copies are said beside the maps: where they outweigh them (a small batch) the sum reads "more"
+    own = "a copy of [W_q; W_k; W_v] a layer" + (" and the unrotated q and k" if fast_path.unrotated else "")
+    if fast_path.maps_left:
+        return f"training's fast path keeps no (T, T) maps but {own}: {amount}, far less at long T; "
+    return f"training's fast path keeps {own}: {amount}; "  # attention=sdpa (or T=1): no map on either path
+
+
 HOW_WIDTH = 30  # the narrowest the ledger's "how" column is drawn: narrower, each row's how goes on a line of its own
 
 
-def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: str = "", map_bytes: int = 0) -> None:
-    """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory; `map_bytes`:
-    the activations' attention maps that training's fast path does not keep (_map_bytes)."""
+def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: str = "",
+                  fast_path: FastPathMemory | None = None) -> None:
+    """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory; `fast_path`:
+    what training's fast path keeps against the activations counted (fast_path_memory)."""
     rows = _ledger_rows(ledger)
 
     def parameters(with_kind: bool, with_share: bool, cut_names: bool = False) -> Table:
@@ -523,13 +585,11 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
     # The ledger counts the readable forward in float32 (tested within 10%); measured for the default
     # model at batch 16: the fast path keeps 34.3 MiB, under bfloat16 autocast 25.8 MiB, against 37.9.
     # the fast path keeps no (T, T) map: "about a tenth less" of a 16,384 window read 16.2 GiB where it kept 1.6, and
-    # "a tenth less at T=64" was said of a window of 1 (none less) too: the maps at this T, where there are any, and
-    # that they grow as T squared
-    share = map_bytes / ledger["activation_bytes"] if ledger["activation_bytes"] else 0
-    maps = (f"training's fast path keeps no (T, T) maps: {fmt.size(map_bytes)} ({fmt.share(share)}) less at "
-            f"T={T}, far less at long T; " if map_bytes else "")
+    # "a tenth less at T=64" was said of a window of 1 (none less) too; and "3.9 MiB less" with dropout, where it kept
+    # 0.7 MiB more, and at batch 2 (0.2 MiB more): the sum of what it keeps and does not, at this batch and T
     add(("activations", fmt.size(ledger["activation_bytes"]),
-         f"kept for backward at batch {B} x {T} by the readable forward in float32 ({maps}bfloat16 a third less)"))
+         f"kept for backward at batch {B} x {T} by the readable forward in float32 "
+         f"({_fast_path_words(fast_path, ledger)}bfloat16 a third less)"))
     add(("training total", fmt.size(ledger["total_bytes"]), "the four above"))
     if kv:
         saving = (f"; {count(kv['n_heads'], 'head')} would need {fmt.size(kv['mha_bytes_per_token'])} "

@@ -20,6 +20,7 @@ and names the one missing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -145,22 +146,39 @@ class NormPart:
                         "split into parts; use norm=layernorm or norm=rmsnorm")
 
     def rule(self) -> str | None:
-        """Its formula over x, shown beside the step (None: the label says enough, as "LN" does)."""
+        """Its formula over x, shown beside the step (None: the label says enough, as "LN" does); `formula` writes
+        it over what the step normalises."""
         return None
 
     def formula(self, of: str, note: str = "") -> str:
-        """The line :shapes shows for this norm applied to `of` ("x", "h", "q"), `note` after it.
+        """The line :shapes shows for this norm applied to `of` ("x", "h", "x'", "q", a post-norm's sum), `note`
+        after it: its rule written over `of` ("RMSNorm(h) = h / rms(h) * g"), or its label where it states none.
 
-        Where it normalises the plain input (x, h) its rule alone is the line: "RMSNorm(x) = x / rms(x) * g".
+        The rule is written over x, and x is a name of its own in :shapes (the token embedding; in a block, the
+        stream the block reads): the final norm's "RMSNorm(x) = x / rms(x) * g" above "z_t = RMSNorm(h) W_E^T" read
+        as the norm of the embedding, and "RMSNorm(x'), RMSNorm(x) = ..." as a second norm of x. A rule with no x
+        to write over (a caller's own, written otherwise) is said after the label applied to `of`, as it was.
         """
         rule = self.rule()
-        if rule is not None and of in ("x", "h") and not note:
-            return rule
-        return f"{self.label}({of}){note}" + (f", {rule}" if rule is not None else "")
+        if rule is None:
+            return f"{self.label}({of}){note}"
+        written = written_over(rule, of)
+        return written + note if written != rule or of == "x" else f"{self.label}({of}){note}, {rule}"
 
     def kept_floats(self) -> int:
         """Floats the norm keeps for the backward pass per vector, beyond its input (its output, by default)."""
         return self.dim
+
+
+# x standing alone in a rule ("x / rms(x)", "g * x / ||x||"), not inside a name (max, exp) nor x' (another symbol);
+# "(x)" is matched whole, so that a sum goes in once: RMSNorm(x + Attention(x)), not RMSNorm((x + Attention(x)))
+RULE_X = re.compile(r"\(x\)|(?<![\w'])x(?![\w'])")
+
+
+def written_over(rule: str, of: str) -> str:
+    """A rule written over x, written over `of` instead; a sum in parentheses where the rule divides or scales it."""
+    whole = of if re.fullmatch(r"[\w']+", of) else f"({of})"
+    return RULE_X.sub(lambda m: f"({of})" if m.group() == "(x)" else whole, rule)
 
 
 class Unstated(NormPart):

@@ -26,7 +26,7 @@ tensors do not). See `hidden_matrices` for the partition and its reasons.
 mu = 0.9, AdamW's b1, where torch.optim.Muon's default is 0.95 (`MUON_MOMENTUM`). A learner's runs are
 short, a few hundred steps, and 0.95 averages the gradients of the last 20 steps, 0.9 of the last 10:
 measured (float32, the validation loss on 100 batches of 32 drawn apart from training's), 0.9 ended
-lower on every seed tried: the default model on tiny Shakespeare's recipe (360 steps) 1.851 against
+lower on every seed tried: the default model on tiny Shakespeare's recipe as it was then (360 steps) 1.851 against
 1.872 over seven seeds, on pydoc's (600 steps) 1.296 against 1.312 over three, and a 6 x 256 SwiGLU
 model on tiny Shakespeare 1.853 against 1.883 over two (0.85: 1.853 on the first). A checkpoint
 keeps the momentum it was trained with (torch's load_state_dict restores each group's), so a run
@@ -256,7 +256,8 @@ def newton_schulz(X: torch.Tensor, coefficients: tuple, steps: int, eps: float,
     In `dtype`. Five times X = a X + (b X X^T + c (X X^T)^2) X, after X = X / ||X||_F. Where a matrix
     is at least twice as wide as tall and the dtype is not bfloat16, the same steps are taken on
     A x A matrices only (`_gram_newton_schulz`): for the default model's 128 x 512 FFN matrices
-    that is 117 instead of 189 MFLOP each.
+    that is 105 instead of 189 MFLOP each (newton_schulz_flops; tests/test_sweep_t.py checks it against
+    FlopCounterMode).
     """
     a, b, c = coefficients
     X = X.to(dtype)
@@ -289,9 +290,14 @@ def _gram_newton_schulz(X: torch.Tensor, a: float, b: float, c: float, steps: in
 
         A_k = Q_k G Q_k^T        Q_{k+1} = (a I + b A_k + c A_k^2) Q_k        X_5 = Q_5 X_0
 
-    One product with X_0 at each end (4 m^2 n) and 8 m^3 a step, against 4 m^2 n + 2 m^3 a step:
-    cheaper once n > 1.9 m (measured on eight 128 x 512 matrices, one thread, float32: 6.5 ms
-    against 12.4 ms). The same numbers in exact arithmetic (1e-10 apart in float64); in float32
+    One product with X_0 at each end (4 m^2 n), 2 m^3 for the first step (A = G) and 8 m^3 for each
+    after, against 4 m^2 n + 2 m^3 a step: at five steps 4 m^2 n + 34 m^3 against 20 m^2 n + 10 m^3, fewer
+    FLOPs once n > 1.5 m (newton_schulz_flops). It is taken from n >= 2 m, as measured: its four m x m
+    products a step run slower per FLOP than the plain steps' three wider ones, so its time crosses over
+    later (eight 128 x n matrices, one thread, float32, a busy 2-core AMD EPYC: at n = 1.75 m 0.95x to
+    1.14x the plain steps' time, at n = 2 m 0.78x to 0.92x, at 4 m 0.58x; an earlier measurement of
+    128 x 512, 6.5 ms against 12.4 ms), and it is the less exact (below), so it waits for a clear gain.
+    The same numbers in exact arithmetic (1e-10 apart in float64); in float32
     within 3e-4 of the float64 result for singular values down to 1e-4 (the plain steps: 6e-6;
     bfloat16, torch's own Muon's choice: 0.13; tests/test_optimizers.py). Not in bfloat16: Q_k grows
     like 1 / sigma for small singular values, which bfloat16's 8 bits cannot carry through.
