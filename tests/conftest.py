@@ -48,6 +48,31 @@ def _isolated_user_dirs_for_shared_fixtures(tmp_path_factory):
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_click_command_per_app():
+    """Typer's CliRunner.invoke turns the Typer app into its Click command anew at every call: for minitf's 40
+    subcommands that took 60% of a short invocation (41 of 67 ms on a loaded 2-core Zen 3), and the suite invokes
+    the shell thousands of times (test_hostile.py alone 540). A process builds it once (cli.main), as this does per
+    app. An app built in a test (cli.build_app(registry)) is another object, so it gets its own command. The command
+    is built from what the app holds since import (its registered functions and their signatures), and each call
+    still makes its own Click context: a test that patches what a command calls is heard as before."""
+    import weakref
+
+    import typer.testing
+
+    built = weakref.WeakKeyDictionary()
+    real = typer.testing._get_command
+
+    def once_per_app(app):
+        if app not in built:
+            built[app] = real(app)
+        return built[app]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(typer.testing, "_get_command", once_per_app)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_user_dirs(tmp_path_factory, monkeypatch):
     _point_user_dirs_at(tmp_path_factory.mktemp("home"), monkeypatch.setenv, monkeypatch.delenv)
