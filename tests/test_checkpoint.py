@@ -387,7 +387,9 @@ def run_worker(*args, timeout=120):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+# muon under -m slow (3 s, a process of its own): a new process's exact resume is kept by the adamw case, and Muon's
+# exact resume through a checkpoint by test_optimizers.py's test_exact_resume_with_muon_through_a_checkpoint
+@pytest.mark.parametrize("optimizer", ["adamw", pytest.param("muon", marks=pytest.mark.slow)])
 def test_exact_resume_in_a_new_process(tmp_path, optimizer):
     ckdir, out = tmp_path / "ck", tmp_path / "out"
     out.mkdir()
