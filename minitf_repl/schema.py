@@ -25,10 +25,13 @@ rewrites the description in place. Without `--write` it checks and says what dif
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import inspect
 import io
 import json
+import linecache
 import re
 import sys
 import tokenize
@@ -61,6 +64,13 @@ def json_commands(registry=None) -> list:
 # --- from annotations to a JSON Schema -------------------------------------------------------------
 def _namespace(owner) -> dict:
     """The names an annotation of `owner` may use: its module's, and the core's dataclasses and TypedDicts."""
+    return {**_core_types(), **vars(sys.modules[owner.__module__])}
+
+
+@functools.cache
+def _core_types() -> dict:
+    """The core's dataclasses and TypedDicts by name, gathered once a process: each schema asks for them for every
+    annotation it reads, and the walk over every core module's names made a third of a derivation."""
     names = {}
     for module in CORE_MODULES:
         mod = import_module(f"minitf_repl.core.{module}")
@@ -68,7 +78,7 @@ def _namespace(owner) -> dict:
         for name, obj in {**vars(mod), **{n: getattr(mod, n) for n in getattr(mod, "__all__", ())}}.items():
             if inspect.isclass(obj) and (dataclasses.is_dataclass(obj) or typing.is_typeddict(obj)):
                 names[name] = obj
-    return {**names, **vars(sys.modules[owner.__module__])}
+    return names
 
 
 def _hints(owner) -> dict:
@@ -87,9 +97,15 @@ def field_comments(owner) -> dict[str, str]:
     """Each field's comment in the source: the one on its line, with the comment lines under it that continue it
     (indented past their `#`, to line up with it: `#        residual=off: 0, ...`), else the comment lines just above
     it. The continuation was dropped: `skip`'s description stopped at "post-norm: J_LN^T g';"."""
-    try:
-        source = inspect.getsource(owner)
-    except (OSError, TypeError):
+    return dict(_field_comments(owner))  # a copy: the cached one stays as the source says
+
+
+@functools.cache
+def _field_comments(owner) -> dict[str, str]:
+    """field_comments, read once a process for each class: inspect.getsource parses the class's whole module to find
+    it (two thirds of a derivation of every schema, which `schema --write` and the tests repeat)."""
+    source = _class_source(owner)
+    if source is None:
         return {}
     comments: dict[int, str] = {}
     indented: set[int] = set()  # comment lines indented past their `#`
@@ -126,6 +142,40 @@ def field_comments(owner) -> dict[str, str]:
         if above:
             out[name] = " ".join(above)
     return out
+
+
+def _class_source(owner) -> str | None:
+    """The source of class `owner`, its decorators included (inspect.getsource's text), None where there is none.
+
+    A module's classes are found by one parse of its file (_class_lines), not by inspect.getsource, which parses the
+    whole module again for each class: 3.7 of a first derivation's 6.8 s on a Zen 3. A class that parse cannot name
+    (one made inside a function) is left to inspect."""
+    try:
+        filename = inspect.getsourcefile(owner)
+        spans = _class_lines(filename) if filename else {}
+        if owner.__qualname__ in spans:
+            first, last = spans[owner.__qualname__]
+            return "".join(linecache.getlines(filename)[first - 1:last])
+        return inspect.getsource(owner)
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+@functools.cache
+def _class_lines(filename: str) -> dict[str, tuple[int, int]]:
+    """Each class of the file by its qualified name (`Outer.Inner`): its first line (the first decorator's) and its
+    last. A name defined twice keeps its last definition, the one the module ends up with."""
+    spans: dict[str, tuple[int, int]] = {}
+
+    def visit(node, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                spans[prefix + child.name] = (first, child.end_lineno)
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse("".join(linecache.getlines(filename))), "")
+    return spans
 
 
 def describe(annotation, description: str | None = None) -> dict:
