@@ -1894,7 +1894,7 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
         except UserError:
             raise typer.Exit(1) from None
     front = FrontEnd(syntax="shell", json=as_json, debug=state.debug, quiet=state.quiet,
-                     typed=_words_after(command, ""), live=False if _under_a_kernels_bang() else None)
+                     typed=_words_after(command, ""), live=False if _under_a_kernels_bang() else None, one_shot=True)
     door = FrontDoor(state.session, _stdout(), _stderr(), front,
                      progress=_stderr(), registry=registry)
     status = door.run(command, args)

@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .commands import REGISTRY
+from .commands.train import TrainResult, rotation_lines
 from .core import distributed
 # at load, not in phrase(): an import there, as a process ran out of memory, failed too, and the out-of-memory error it
 # was wording became a traceback (`ulimit -v`)
@@ -244,6 +245,7 @@ class FrontEnd:
     quiet: bool = False  # errors only: no progress, notices or result (a non-zero rank under torchrun)
     keyboard: bool = True  # lines typed at a prompt; False: a script read from a pipe or a file (syntax.at_keyboard)
     typed: str = ""  # the one-shot shell: the command's own words as typed after its name (`--steps 30`), for `phrase`
+    one_shot: bool = False  # the one-shot shell: its session ends with the command (a signal cuts its start-up short)
 
 
 def phrase(exc: UserError, syntax: str, command: str | None = None, typed: str = "") -> str:
@@ -545,7 +547,10 @@ class FrontDoor:
                     if command.needs_torch:
                         wait_for_preload(self.progress if self.front.live is not False and not self.front.json
                                          else None)
-                    with stop_on_signals(reporter, command), telling(reporter.notice):
+                    # a one-shot's start-up is cut short by a signal (stop_on_signals); torchrun's processes stop
+                    # together at a step
+                    starting = self.front.one_shot and not distributed.launched()
+                    with stop_on_signals(reporter, command, starting), telling(reporter.notice):
                         result = run_command(self.session, command, args, reporter)
                         ran = True
                 try:
@@ -553,6 +558,10 @@ class FrontDoor:
                         pass
                     elif self.front.json:
                         self._close(reporter)  # the progress bar on stderr goes before the document comes
+                        # what the summary says of files a run's autosave moved or deleted (a better run's gone) is
+                        # said where notices go: the summary is not shown, and the document's fields alone said it
+                        for line in rotation_notes(result):
+                            reporter.notice(line)
                         print(json.dumps(json_document(command, result), default=str), flush=True)
                     else:
                         _mark_failure_said(result, self._says_failure_apart())
@@ -696,6 +705,25 @@ class FrontDoor:
             close()
         if getattr(reporter, "streamed", False):
             self.out.print()
+
+
+def rotation_notes(result) -> list[str]:
+    """What a :train result's autosave rotation did that a person must hear, as its summary says it (render_train:
+    commands.train.rotation_lines, the oldest autosave deleted said where it was a stopped run or had the better val
+    loss): for `minitf train --json`, whose summary is not shown, so that its standard error says it as its notices
+    (standard output stays the one document, whose `dropped` field alone said a better run was deleted). [] for any
+    other result, or a run that saved nothing."""
+    if not isinstance(result, TrainResult) or not result.saved:
+        return []
+    gone = result.dropped
+    # the summary's rule (render_train, which says the lines on its own): the two losses compare on the same data,
+    # each after its own last switch of data or mask, under the same tokens and mask
+    better = (gone is not None and gone.val_loss is not None and result.val_loss is not None
+              and gone.data_spec == result.data and gone.val_loss < result.val_loss
+              and (gone.vocab_size, gone.causal) == (result.vocab_size, result.causal))
+    return rotation_lines(result.saved, gone if gone is None or gone.steps_left or better else None,
+                          "lower than this run's" if better else None, result.moved_aside, result.moved_files,
+                          result.stopped_aside, result.running_aside)
 
 
 FAILURE_SAID = "failure_said"  # a result's field (view only) that its renderer reads: the door says its failure
@@ -854,7 +882,7 @@ def guard_stdout(console: Console, on_lost: Callable[[str], bool] | None = None)
 
 # --- Ctrl-C, SIGTERM, SIGHUP and the terminal while a command runs ---------------------------------
 @contextlib.contextmanager
-def stop_on_signals(reporter: Reporter, command: Command | None = None):
+def stop_on_signals(reporter: Reporter, command: Command | None = None, starting: bool = False):
     """While a command runs, Ctrl-C, SIGTERM and SIGHUP ask it to stop (after the current step or
     token) instead of killing the process, so a stopped :train still autosaves.
 
@@ -862,34 +890,71 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
     KeyboardInterrupt inside it, and it cleans up and reports; so does any command while it waits
     inside core.interrupts.cut_short() (a download). Later ones are ignored, so a second,
     fast Ctrl-C (or the SIGTERM a supervisor repeats) cannot cut that clean-up short. One that finds an
-    import going on is raised once the import has ended (a few tenths of a second). SIGTERM and
+    import going on is raised once the import has ended (a few tenths of a second; torch's own, the
+    first thing most commands do in a one-shot, takes seconds). SIGTERM and
     SIGHUP are also recorded on the reporter (`terminate_signal`): the front end exits after the
     command, with signal_status().
+
+    `starting` (the one-shot shell, whose session ends with its one command): until the command first asks
+    should_stop(), a signal cuts it short as inside cut_short(). Before that first question it has no step to stop
+    after, only its start-up: `minitf train` imports torch, reads its data and builds its model (3 to 5 s on a small
+    CPU), and a Ctrl-C there, asked to stop "after this step", was heard only at step 0, with three lines for a run
+    that never began. Cut short, nothing is lost: the session goes with the process, and every file minitf writes is
+    written whole or not at all (a save cut short cleans up, as :save's does). Not in the REPL, whose session goes on
+    and must not be left half changed (a model half built); nor under torchrun, whose processes stop together at a
+    step (core.train), where one cut short alone would leave the others waiting for it. An import under way is waited
+    for even so: cut in two, torch's (which swallows any error of its import of numpy and goes on) failed the rest of
+    the start-up ("cannot load module more than once per process") or aborted the process as it ended. A signal not
+    through by the command's first question is raised there, before its first step.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     interruptible = command is not None and command.interruptible
+    caller = sys._getframe(2)  # the frame of the `with` block (1: contextlib's __enter__): the command runs above it
     raised = []
     alarm = []  # the SIGALRM handler before a KeyboardInterrupt was put off until an import ends
+
+    def first_question() -> None:
+        # A signal of the start-up not through by the command's first question (put off until an import or code run
+        # from a text ended, just before it): raised here, before the first step, not heard as a stop after it (three
+        # lines, for a run that never began)
+        if alarm and signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if holding():
+                hold_back()
+            else:
+                raise KeyboardInterrupt
+
+    asked = _FirstQuestion(reporter, first_question) if starting else None
+
+    def in_start_up() -> bool:  # a one-shot command that has not asked should_stop() yet
+        return asked is not None and not asked.asked
+
+    def cut() -> bool:  # whether a signal now raises KeyboardInterrupt rather than ask for a stop
+        return interruptible or may_cut_short() or in_start_up()
+
+    def ask_later() -> None:
+        if not alarm:
+            alarm.append(signal.signal(_ALARM, later))
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
 
     def interrupt(frame) -> None:
         if holding():  # a part that must be done whole (a trial step undone): it raises at its end
             hold_back()
-        elif _importing(frame) and _ALARM is not None:
+        elif _ALARM is not None and (_importing(frame) or _run_from_text(frame, caller)):
             # Cut in two, an import leaves a package without its submodule for good (torch's lazy import of
             # sympy, in :grad's first gradient: every later :grad failed with "module 'sympy' has no attribute
-            # 'core'"): ask again in a moment, once it has ended
-            if not alarm:
-                alarm.append(signal.signal(_ALARM, later))
-            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            # 'core'"): ask again in a moment, once it has ended. So for code run from a text (_run_from_text),
+            # which ends in a moment too
+            ask_later()
         else:
             raise KeyboardInterrupt
 
     def handler(signum, frame):
         if signum in TERMINATING and reporter.terminate_signal is None:
             reporter.terminate_signal = signum
-        if (interruptible or may_cut_short()) and not raised:  # a wait with no next step: core.interrupts
+        if cut() and not raised:  # a wait with no next step (core.interrupts), or a one-shot's start-up
             raised.append(signum)
             interrupt(frame)
             return
@@ -897,7 +962,7 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
             reporter.request_stop()
 
     def later(signum, frame):
-        if interruptible or may_cut_short():
+        if cut():
             interrupt(frame)
         else:  # the wait that was to be cut short has ended: stop at the next step instead
             reporter.request_stop()
@@ -909,6 +974,8 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
                 modes = _torch_modes()
             yield
     finally:
+        if asked is not None:
+            asked.close()
         if raised and modes is not None:
             from .core.precision import put_back_modes
 
@@ -923,6 +990,34 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
 _ALARM = getattr(signal, "SIGALRM", None) if hasattr(signal, "setitimer") else None  # None on Windows
 
 
+class _FirstQuestion:
+    """Notes when a command first asks its reporter should_stop(): from then on it stops when asked, at its next
+    step or token (stop_on_signals' `starting`), and `first()` is called at that first question. The reporter's own
+    method is wrapped for the command's run, on that one reporter, and put back by close(): whatever the reporter's
+    class (a live display's, a test's), a command reaches it only so (`reporter.should_stop()`, or core.train's
+    `should_stop=reporter.should_stop`)."""
+
+    def __init__(self, reporter: Reporter, first: Callable[[], None]):
+        self.asked = False
+        self._reporter = reporter
+        self._own = "should_stop" in vars(reporter)  # an instance's own (rare): put back as it was
+        self._ask = reporter.should_stop
+
+        def should_stop() -> bool:
+            if not self.asked:
+                self.asked = True
+                first()
+            return self._ask()
+
+        reporter.should_stop = should_stop
+
+    def close(self) -> None:
+        if self._own:
+            self._reporter.should_stop = self._ask
+        else:
+            vars(self._reporter).pop("should_stop", None)
+
+
 # A KeyboardInterrupt raised inside a command may land inside torch's own `with torch.no_grad():` or autocast block as
 # it leaves: their __exit__ puts torch's global modes back in Python, so cut there gradients stayed off (every later
 # :train ended in "internal error: element 0 of tensors does not require grad"; a Ctrl-C during :patch did it), or
@@ -935,6 +1030,19 @@ def _torch_modes() -> tuple | None:
     from .core.precision import global_modes
 
     return global_modes()
+
+
+def _run_from_text(frame, until) -> bool:
+    """Whether `frame` runs inside code that exec() or eval() runs from a string (each dataclass made, a namedtuple:
+    many, while torch is imported), above the frame `until` (the command's caller: `python -c` and pytest-xdist's
+    workers run all of minitf so, from below it). A KeyboardInterrupt raised out of such code marks the interpreter's
+    run as ended by Ctrl-C, though the front door catches it (CPython's run_eval_code_obj), and `python -m minitf_repl`
+    then ended by SIGINT whatever its status: a SIGTERM in a one-shot's start-up gave -2 (130 to a shell) for 143."""
+    while frame is not None and frame is not until:
+        if frame.f_code.co_filename == "<string>" and frame.f_code.co_name == "<module>":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _importing(frame) -> bool:
