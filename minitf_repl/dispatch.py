@@ -36,7 +36,6 @@ from rich.console import Console
 from rich.text import Text
 
 from .commands import REGISTRY
-from .commands.train import TrainResult, rotation_lines
 from .core import distributed
 # at load, not in phrase(): an import there, as a process ran out of memory, failed too, and the out-of-memory error it
 # was wording became a traceback (`ulimit -v`)
@@ -560,7 +559,7 @@ class FrontDoor:
                         self._close(reporter)  # the progress bar on stderr goes before the document comes
                         # what the summary says of files a run's autosave moved or deleted (a better run's gone) is
                         # said where notices go: the summary is not shown, and the document's fields alone said it
-                        for line in rotation_notes(result):
+                        for line in getattr(result, NOTICES_BESIDE_JSON, lambda: [])():
                             reporter.notice(line)
                         print(json.dumps(json_document(command, result), default=str), flush=True)
                     else:
@@ -707,23 +706,9 @@ class FrontDoor:
             self.out.print()
 
 
-def rotation_notes(result) -> list[str]:
-    """What a :train result's autosave rotation did that a person must hear, as its summary says it (render_train:
-    commands.train.rotation_lines, the oldest autosave deleted said where it was a stopped run or had the better val
-    loss): for `minitf train --json`, whose summary is not shown, so that its standard error says it as its notices
-    (standard output stays the one document, whose `dropped` field alone said a better run was deleted). [] for any
-    other result, or a run that saved nothing."""
-    if not isinstance(result, TrainResult) or not result.saved:
-        return []
-    gone = result.dropped
-    # the summary's rule (render_train, which says the lines on its own): the two losses compare on the same data,
-    # each after its own last switch of data or mask, under the same tokens and mask
-    better = (gone is not None and gone.val_loss is not None and result.val_loss is not None
-              and gone.data_spec == result.data and gone.val_loss < result.val_loss
-              and (gone.vocab_size, gone.causal) == (result.vocab_size, result.causal))
-    return rotation_lines(result.saved, gone if gone is None or gone.steps_left or better else None,
-                          "lower than this run's" if better else None, result.moved_aside, result.moved_files,
-                          result.stopped_aside, result.running_aside)
+# a result's method that gives the lines `--json` says on standard error beside the document (TrainResult's: what its
+# autosave rotation moved or deleted, which its summary says where there is one)
+NOTICES_BESIDE_JSON = "notices_beside_json"
 
 
 FAILURE_SAID = "failure_said"  # a result's field (view only) that its renderer reads: the door says its failure

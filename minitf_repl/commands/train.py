@@ -212,6 +212,12 @@ class TrainResult:
         shared = {f.name: getattr(summary, f.name) for f in dataclasses.fields(summary) if f.name in mine}
         return cls(**shared, **more)
 
+    def notices_beside_json(self) -> list[str]:
+        """What `train --json` says on standard error beside its document: the summary's lines of what the autosave
+        rotation moved or deleted (a better run's gone), which the summary is not there to say and the `dropped`
+        field alone said. The front door asks any result for these (FrontDoor's --json branch)."""
+        return rotation_said(self) if self.saved else []
+
     @property
     def failure(self) -> str | None:
         """What the user asked for and did not get, though the command ran (a one-shot shell exits 1)."""
@@ -1087,6 +1093,20 @@ class RunAutosave:
                                  f"goes on from step {self.step:,}")
 
 
+def rotation_said(result: TrainResult) -> list[str]:
+    """What a run's autosave rotation did that its summary says (rotation_lines). The oldest autosave deleted is said
+    where it was a stopped run, or where it was the better run: the baseline a few experiments back, said where the
+    two losses compare (the same data, tokens and mask; each after its own last switch of data or mask, as :ls gives
+    them)."""
+    gone = result.dropped
+    better = (gone is not None and gone.val_loss is not None and result.val_loss is not None
+              and gone.data_spec == result.data and gone.val_loss < result.val_loss
+              and (gone.vocab_size, gone.causal) == (result.vocab_size, result.causal))
+    return rotation_lines(result.saved, gone if gone is None or gone.steps_left or better else None,
+                          "lower than this run's" if better else None, result.moved_aside, result.moved_files,
+                          result.stopped_aside, result.running_aside)
+
+
 def rotation_lines(saved: str | None, gone: Dropped | None, than: str | None, moved_aside: str | None,
                    moved_files: bool, aside: StoppedAside | None, running_aside: tuple[str, str] | None) -> list[str]:
     """What an autosave's rotation did that a person must hear: the oldest autosave deleted (`gone`, said as the
@@ -1414,15 +1434,7 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
             # (not where it was kept: "it is replaced" was said of the model the line before had kept)
             say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} {unseen_by()}: it is "
                          "replaced", "yellow")
-        # the baseline a few experiments back, better than this run, deleted: said where the two losses compare (the
-        # same data; each after its own last switch of data or mask, as :ls gives them)
-        gone = result.dropped
-        better = (gone is not None and gone.val_loss is not None and result.val_loss is not None
-                  and gone.data_spec == result.data and gone.val_loss < result.val_loss
-                  and (gone.vocab_size, gone.causal) == (result.vocab_size, result.causal))  # same tokens, same mask
-        for line in rotation_lines(result.saved, gone if gone is None or gone.steps_left or better else None,
-                                   "lower than this run's" if better else None, result.moved_aside,
-                                   result.moved_files, result.stopped_aside, result.running_aside):
+        for line in rotation_said(result):
             say(console, line, "yellow")
     if result.save_error:  # an error where it fails the command (a one-shot shell exits 1), as its stderr line says
         say(console, f"{'error' if syntax() == SHELL else 'warning'}: not saved: {result.save_error}", "yellow")
