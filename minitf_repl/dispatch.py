@@ -895,7 +895,10 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None, starting
     step (core.train), where one cut short alone would leave the others waiting for it. An import under way is waited
     for even so: cut in two, torch's (which swallows any error of its import of numpy and goes on) failed the rest of
     the start-up ("cannot load module more than once per process") or aborted the process as it ended. A signal not
-    through by the command's first question is raised there, before its first step.
+    through by the command's first question is raised there, before its first step. A one-shot command that never
+    asks should_stop() (a view, :save) is therefore cut short wherever a signal finds it, its whole run long: one that
+    writes files must write them so that a cut leaves nothing half written (core.checkpoint's store: a temporary
+    name, renamed at the end, cleaned up on any exception).
     """
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -300,7 +300,8 @@ def test_params_does_not_say_the_fast_path_keeps_only_a_tenth_less_at_long_windo
     from test_render import plain
 
     said = plain(run(tiny_session(), ":params"), 200)
-    assert "fast path keeps no (T, T) maps" in said and "far less at long T" in said, said
+    # the tiny model at batch 4 x 8 keeps more (its copy of [W_q; W_k; W_v] outweighs the maps): less at a longer T
+    assert "fast path keeps no (T, T) maps" in said and ("far less at long T" in said or "less at a longer T" in said)
 
 
 def test_set_says_a_decay_that_diverges_before_any_run():

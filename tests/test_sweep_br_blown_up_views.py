@@ -122,7 +122,8 @@ def test_kv_and_ln_call_rounding_of_large_values_rounding_and_say_the_relative_f
 def test_attrib_draws_no_bar_for_a_part_that_rounds_to_nothing_beside_a_large_one():
     result = run(tiny_session(), ":attrib")
     result.parts = [Part("head 0.0", "head", 0, 0, 11069.0), Part("ffn 0", "ffn", 0, None, 2000.0),
-                    Part("embed (token)", "embed", None, None, 0.02), Part("output biases b^O", "bias", None, None, 0.001)]
+                    Part("embed (token)", "embed", None, None, 0.02),
+                    Part("output biases b^O", "bias", None, None, 0.001)]
     rows = {line.split()[0] + line.split()[1]: line for line in text_of(result, 100).splitlines()
             if line.startswith(("head 0.0", "ffn 0", "embed", "output"))}
     assert rows["head0.0"].count("█") == 40 and rows["ffn0"].count("█") == 7, rows  # 2000 / 11069 of 40 cells

@@ -93,7 +93,8 @@ def test_shapes_writes_each_norms_rule_over_what_it_normalises():
                         data_spec="sort:4", device_name="cpu")
             said = shapes_formulas(s)
             assert said["ln_f"] == final, (norm, said["ln_f"])
-            steps = [("blocks.0.ln_2", "x'")] + [("blocks.0.attn.q_norm", "q"), ("blocks.0.attn.k_norm", "k")] * normalises
+            qk = [("blocks.0.attn.q_norm", "q"), ("blocks.0.attn.k_norm", "k")]
+            steps = [("blocks.0.ln_2", "x'")] + qk * normalises
             for path, of in steps:
                 # the rule, where there is one, over what the step normalises, never over x
                 assert not re.search(r"(?<![\w'])x(?![\w'])", said[path]), (norm, path, said[path])

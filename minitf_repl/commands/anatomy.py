@@ -518,7 +518,9 @@ def _fast_path_words(fast_path: FastPathMemory | None, ledger: dict) -> str:
     # its own copies are said beside the maps: where they outweigh them (a small batch) the sum reads "more"
     own = "a copy of [W_q; W_k; W_v] a layer" + (" and the unrotated q and k" if fast_path.unrotated else "")
     if fast_path.maps_left:
-        return f"training's fast path keeps no (T, T) maps but {own}: {amount}, far less at long T; "
+        # the maps grow with T^2 and the copy does not: a saving grows with T, and "more" turns to less at a longer T
+        longer = "far less at long T" if less > 0 else "less at a longer T"
+        return f"training's fast path keeps no (T, T) maps but {own}: {amount}, {longer}; "
     return f"training's fast path keeps {own}: {amount}; "  # attention=sdpa (or T=1): no map on either path
 
 

@@ -227,8 +227,12 @@ def render_device(result: DeviceResult, console: Console) -> None:
 
         on = f" on {count(result.threads, 'CPU thread')}" if result.current == "cpu" and result.threads else ""
         n = result.peak_size
+        # a one-shot's measurement ends with its process: `minitf train` measures its own, which a busy machine can
+        # put 30% apart from this one
+        share = (f"{named('train')}'s MFU is a run's share of it" if syntax() == REPL else
+                 f"{named('train')} measures its own at the end of a run for its MFU")
         note(console, f"{result.train_dtype} products: {flop_rate_words(result.peak_gflops)} (a {n} x {n} product"
-                      f"{on}, measured now; {named('train')}'s MFU is a run's share of it)")
+                      f"{on}, measured now; {share})")
     # measured once a process, on a machine whose other programs may tip it (:device named one kernel, then the
     # other, on a busy Zen 4): said so, with the variable that fixes it
     from ..core.fastpath import PRODUCTS_ENV  # torch is in: the products were measured or chosen

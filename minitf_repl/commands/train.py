@@ -701,6 +701,8 @@ def _utilisation(session: Session, result: TrainResult) -> None:
     others' steps, and one process's speed is not the launch's."""
     if not result.steps or not result.tokens_per_second:
         return
+    if result.compile_seconds is not None and result.steps == 1:
+        return  # the one step compiled: its tokens/s is the compiler's time (core.train), no rate of the products
     from ..core.ledger import training_flops_per_token
     from ..core.peak import product_speed_or_none
 
@@ -710,7 +712,9 @@ def _utilisation(session: Session, result: TrainResult) -> None:
     if result.launch is not None:
         return
     peak = product_speed_or_none(session.trainer.device, result.dtype, again=False)
-    if peak is not None and peak.gflops > 0:
+    # A run faster than the peak means the peak was misread (a busy machine's measurement, a kernel the run does not
+    # use): no share is said rather than one over 100%
+    if peak is not None and result.gflops <= peak.gflops:
         result.peak_gflops, result.mfu = peak.gflops, result.gflops / peak.gflops
 
 

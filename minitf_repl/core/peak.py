@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 FIRST_SIZE = 256  # the size the adaptive measurement starts at, doubling from there
 # the largest size it doubles to: a CPU's budget stops it long before (a 4096 x 4096 float32 product is 137 GFLOP);
@@ -72,7 +73,6 @@ def measure_product_speed(device: torch.device | str = "cpu", dtype: str = "floa
     `budget` None takes every round asked for. Raises what torch raises (a dtype the device has no kernel for)."""
     device = torch.device(device)
     torch_dtype = getattr(torch, dtype)
-    start = time.perf_counter()
     # One small random tile each, drawn on the CPU from a generator of its own (not torch's global stream: the
     # module's docstring) and repeated to n x n on the device: a dense product's time does not depend on its values,
     # and drawing 8192 x 8192 normals on the CPU for a GPU's product would take longer than the whole budget.
@@ -85,12 +85,19 @@ def measure_product_speed(device: torch.device | str = "cpu", dtype: str = "floa
     def timed(a: torch.Tensor, b: torch.Tensor) -> float:
         _sync(device)
         t0 = time.perf_counter()
-        a @ b
+        # a Linear's own call (x W^T), which training's products go through, not `a @ b`: on a CPU without bfloat16
+        # units aten's bfloat16 mm is a slow fallback (1.2 GFLOP/s at 512 on a Zen 3 thread, F.linear 9.7), and a
+        # bfloat16 run's MFU read 267%
+        F.linear(a, b)
         _sync(device)
         return time.perf_counter() - t0
 
     n = size or FIRST_SIZE
     a, b = operands(n)
+    # One product before the clock starts: a GPU's first creates its BLAS handle and loads kernels (hundreds of ms),
+    # which counted against the budget stopped the growth at 256 and read an H100 at a few TFLOP/s
+    timed(a, b)
+    start = time.perf_counter()
     done = 0  # products already run at size n: the warm-up rounds they stand for
     if size is None:
         while True:

@@ -451,7 +451,11 @@ def pause(display: Live) -> bool:
     for ever. So that lock, Rich's own (the drawing thread takes it for each drawing), is waited for a while only,
     and else the display is left as it is. Built by the module's `Live` (not a subclass of it), which tests replace."""
     lock = getattr(display, "_lock", None)
-    if lock is None or not lock.acquire(timeout=PAUSE_WAIT):
+    # Rich's lock is re-entrant: where the interrupted main thread holds it (an update, a notice printed above the
+    # display), it would be taken at once and the drawing the handler interrupted, already queued, would draw the
+    # stale copy again after the erase; left as it is there, as where the drawing thread holds it
+    owned = getattr(lock, "_is_owned", None)
+    if lock is None or (owned is not None and owned()) or not lock.acquire(timeout=PAUSE_WAIT):
         return False
     try:
         display.stop()
