@@ -27,7 +27,11 @@ def main(argv: list[str] | None = None) -> int | None:
         from .cli import main as shell
     except KeyboardInterrupt:  # nothing has run yet: nothing to say
         sys.exit(startup.STATUS)
-    shell()
+    try:
+        shell()
+    except SystemExit:  # the shell's end, its status decided (cli.main): no signal may change it now
+        startup.ignore_late_signals()
+        raise
 
 
 def _called(argv: list[str]) -> int:

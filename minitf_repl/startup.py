@@ -34,3 +34,19 @@ def watch() -> None:
 def interrupted() -> bool:
     """Whether Ctrl-C arrived since `watch()`, even where something caught the KeyboardInterrupt it raised."""
     return bool(_received)
+
+
+def ignore_late_signals() -> None:
+    """Ctrl-C, SIGTERM and SIGHUP ignored from here on, at the console script's end (__main__.main; a caller's own
+    process, a notebook's kernel, keeps its Ctrl-C): the command has ended, its output is flushed and its status is
+    decided. Python's shutdown then puts the handlers it set back to the default, and torch's own teardown takes some
+    half a second after that, in which a signal killed a process that had printed its success (`minitf save x --json`
+    gave its document, then exit 130 or 143, which say the command was stopped). SIG_IGN is the one disposition the
+    shutdown leaves as it is. A platform without one of them (Windows: no SIGHUP) skips it."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            try:
+                signal.signal(signum, signal.SIG_IGN)
+            except (ValueError, OSError):  # not the main thread (a caller's thread), or not settable here
+                pass
