@@ -172,7 +172,8 @@ class TrainResult:
     gflops: float | None = None
     # this device's speed at a square product in the run's dtype at its thread count (core.peak), in GFLOP/s: measured
     # by :device, or at the end of the first run without such a measurement; null under torchrun (one process's speed
-    # is not the launch's) or where it could not be measured
+    # is not the launch's), where it could not be measured, or where the run went faster than it (a peak misread on a
+    # busy machine: :device measures it again)
     peak_gflops: float | None = None
     mfu: float | None = None  # gflops / peak_gflops (0.32: 32%); null where either is
     # the seconds this command's steps and evaluations added to the table's elapsed (a continued run's table counts
