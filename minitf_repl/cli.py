@@ -2228,6 +2228,10 @@ def main() -> None:
     except SystemExit as e:
         code = e.code
     except KeyboardInterrupt:  # Ctrl-C before a command took the signal over (dispatch.stop_on_signals)
+        # said in one line, as a Ctrl-C a moment later is ("interrupted: minitf train stopped before it finished"):
+        # `minitf --load NAME gen` spends a second or two here (torch's import, the load), and ended with 130 and no
+        # word at all
+        error(_stderr(), "interrupted: minitf stopped before its command began")
         code = startup.STATUS
     except OSError as e:  # only output can end here (commands report their own errors in one line)
         if e.errno not in _OUTPUT_ERRORS or e.filename is not None:

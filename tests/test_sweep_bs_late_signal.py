@@ -39,3 +39,19 @@ def test_a_call_from_python_keeps_its_callers_ctrl_c(tmp_path, monkeypatch):
     before = signal.getsignal(signal.SIGINT)
     assert main(["--version"]) == 0
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_ctrl_c_before_the_command_took_it_over_is_one_line(monkeypatch, capsys):
+    """`minitf --load NAME gen` interrupted while torch imported or the checkpoint loaded (before the command's own
+    handler) exited 130 with no word; now one line, as a Ctrl-C a moment later gives."""
+    from minitf_repl import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "app", interrupted)
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 130
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["error: interrupted: minitf stopped before its command began"], err
