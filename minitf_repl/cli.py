@@ -555,6 +555,10 @@ class _Group(_FlagsUntyped, TyperGroup):
         except typer.Abort:
             code = 130
         code = code if isinstance(code, int) else 0
+        # Typer turns a KeyboardInterrupt into exit 130 without a word: one that startup's handler heard came before a
+        # command took the signal over (a command's own stop says its own line, under its own handler)
+        if code == startup.STATUS and startup.interrupted():
+            code = _stopped_before_it_began().exit_code
         if standalone_mode:
             sys.exit(code)
         return code
@@ -1344,7 +1348,7 @@ def root(
     with _one_line("--set", debug):
         apply_settings(session, settings, quiet, load)
     if startup.interrupted():  # Ctrl-C while the session was set up, which an import may have swallowed
-        raise typer.Exit(startup.STATUS)
+        raise _stopped_before_it_began()
     ctx.obj = _State(session, debug, quiet)
     if ctx.invoked_subcommand is None:
         raise typer.Exit(open_shell(session, debug, loaded, transcript, quiet))
@@ -1515,6 +1519,19 @@ def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
     result.data_missing, result.data_spec, result.data_saved = None, spec, None
 
 
+def _stopped_before_it_began() -> typer.Exit:
+    """The exit (130) of a Ctrl-C that came before the command took the signal over, said in one line, as a Ctrl-C a
+    moment later is ("interrupted: minitf train stopped before it finished"): `minitf --load NAME gen` spends a second
+    or two in torch's import and the load, and ended with 130 and no word at all. Said once a process."""
+    if not _STOP_SAID:
+        _STOP_SAID.append(True)
+        error(_stderr(), "interrupted: minitf stopped before its command began")
+    return typer.Exit(startup.STATUS)
+
+
+_STOP_SAID: list[bool] = []  # _stopped_before_it_began has said its line
+
+
 @contextlib.contextmanager
 def _one_line(option: str, debug: bool):
     """What minitf's own `option` (--load, --set) runs fails in one line, as every command does: a user error says
@@ -1525,6 +1542,8 @@ def _one_line(option: str, debug: bool):
         distributed.before_error()  # under torchrun, every process met it: the machine's first says it
         error(_stderr(), f"{option}: {phrase(e, 'shell')}")
         # a Ctrl-C the load said in its words ("load of NAME interrupted; nothing changed") is a stop: 130, not 1
+        if isinstance(e, Interrupted):
+            _STOP_SAID.append(True)  # said: not again as "stopped before its command began"
         raise typer.Exit(startup.STATUS if isinstance(e, Interrupted) else 2 if isinstance(e, UsageError) else 1)
     except typer.Exit:
         raise
@@ -1532,7 +1551,7 @@ def _one_line(option: str, debug: bool):
         # a Ctrl-C during torch's first import cuts a module in half, and the import that follows fails ("cannot
         # load module more than once per process" of numpy's, as an internal error): the stop is what happened
         if startup.interrupted() and not debug:
-            raise typer.Exit(startup.STATUS) from None
+            raise _stopped_before_it_began() from None
         if debug:
             raise
         if (short := short_of_memory(e)) is not None:  # the memory limit, not a bug (torch's import under ulimit -v)
@@ -2228,11 +2247,7 @@ def main() -> None:
     except SystemExit as e:
         code = e.code
     except KeyboardInterrupt:  # Ctrl-C before a command took the signal over (dispatch.stop_on_signals)
-        # said in one line, as a Ctrl-C a moment later is ("interrupted: minitf train stopped before it finished"):
-        # `minitf --load NAME gen` spends a second or two here (torch's import, the load), and ended with 130 and no
-        # word at all
-        error(_stderr(), "interrupted: minitf stopped before its command began")
-        code = startup.STATUS
+        code = _stopped_before_it_began().exit_code
     except OSError as e:  # only output can end here (commands report their own errors in one line)
         if e.errno not in _OUTPUT_ERRORS or e.filename is not None:
             raise

@@ -17,7 +17,7 @@ import pytest
 @pytest.mark.parametrize("signum", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM])
 def test_a_signal_after_the_document_leaves_a_finished_command_at_0(tmp_path, signum):
     env = {**os.environ, "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    # a new session: a Ctrl-C of the test's own terminal is not this child's; SIGINT is taken as a shell's child takes it
+    # a session of its own: a Ctrl-C at the test's terminal is not this child's
     child = subprocess.Popen([sys.executable, "-m", "minitf_repl", "--data", "sort:4", "--set", "n_layers=1",
                               "--set", "d_model=16", "--set", "autosave=off", "train", "--steps", "2", "--json"],
                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -55,3 +55,22 @@ def test_a_ctrl_c_before_the_command_took_it_over_is_one_line(monkeypatch, capsy
     assert ended.value.code == 130
     err = capsys.readouterr().err
     assert err.splitlines() == ["error: interrupted: minitf stopped before its command began"], err
+
+
+def test_a_ctrl_c_that_typer_turned_into_130_is_said_once(monkeypatch, capsys):
+    """Typer turns a KeyboardInterrupt raised under it into exit 130 without a word: one that startup's handler heard
+    (before a command took the signal over) is said in one line, once."""
+    from minitf_repl import cli, startup
+
+    def ctrl_c(*args, **kwargs):  # what startup's handler does at a Ctrl-C during the session's set-up
+        startup._received.append(2)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(startup, "_received", [])
+    monkeypatch.setattr(cli, "_STOP_SAID", [])
+    monkeypatch.setattr(cli, "apply_settings", ctrl_c)
+    with pytest.raises(SystemExit) as ended:
+        cli.app(["config"], prog_name="minitf")
+    assert ended.value.code == 130
+    assert capsys.readouterr().err.splitlines() == ["error: interrupted: minitf stopped before its command began"]
+
