@@ -1522,7 +1522,7 @@ def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
 def _stopped_before_it_began() -> typer.Exit:
     """The exit (130) of a Ctrl-C that came before the command took the signal over, said in one line, as a Ctrl-C a
     moment later is ("interrupted: minitf train stopped before it finished"): `minitf --load NAME gen` spends a second
-    or two in torch's import and the load, and ended with 130 and no word at all. Said once a process."""
+    or two in torch's import and the load, and ended with 130 and no word at all. Said once a run of the shell."""
     if not _STOP_SAID:
         _STOP_SAID.append(True)
         error(_stderr(), "interrupted: minitf stopped before its command began")
@@ -2238,6 +2238,7 @@ def main() -> None:
     is flushed here, where an error can be said.
     """
     forget_zero_size()
+    _STOP_SAID.clear()  # once a run of the shell: main(argv) called again in one process (a notebook) says it again
     Console.on_broken_pipe = _reader_left  # every console's, Typer's --help ones too: this process is the shell's
     if sys.stdout is None:  # `minitf >&-`
         error(_stderr(), "standard output is closed; run minitf with its output going to a terminal, a file or a pipe")
