@@ -101,6 +101,18 @@ def one_thread():
 
 
 @pytest.fixture(autouse=True)
+def _hardware_answer_asked_afresh():
+    """core.device keeps its answer to "bfloat16 units?" for the process (the hardware stays put), so a test that
+    patched torch's probes and was its worker's first to ask left the patched answer to every later test there: a Zen
+    3 then trained dtype=auto in emulated bfloat16 (tests/test_commands.py's :device test with AVX512-BF16 patched in,
+    in an order CI can draw). Forgotten after every test; asking again costs microseconds."""
+    yield
+    from minitf_repl.core import device
+
+    device._native_bf16.cache_clear()
+
+
+@pytest.fixture(autouse=True)
 def _one_thread_for_sessions(monkeypatch):
     """Sessions keep torch at one thread too: their `threads=auto` policy reads $MINITF_THREADS first
     (core/threads.py), and subprocesses inherit it. Tests of the policy itself unset it."""
