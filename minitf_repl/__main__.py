@@ -36,17 +36,27 @@ def main(argv: list[str] | None = None) -> int | None:
 
 def _called(argv: list[str]) -> int:
     """The shell on `argv` within this process. Ctrl-C stays the caller's (startup.watch is the console script's: it
-    would keep a Ctrl-C of one call to end every later one with 130), and the shell's exit is the status returned."""
-    from .cli import main as shell
+    would keep a Ctrl-C of one call to end every later one with 130), and the shell's exit is the status returned.
 
-    kept = sys.argv
+    What the shell sets for its process is put back for the caller, whose process it is: torch's thread count
+    (`threads=1` left the caller on 1 thread) and Rich's end at a broken pipe (the shell's 141 replaced Rich's own
+    for every console, the caller's too). Torch's random state needs nothing here: a session's commands draw from
+    its own (Session.own_random), so the caller's stream is as it was."""
+    from rich.console import Console
+
+    from .cli import main as shell
+    from .core.threads import threads_kept
+
+    kept, pipe = sys.argv, vars(Console)["on_broken_pipe"]
     sys.argv = ["minitf", *argv]
     try:
-        shell()
+        with threads_kept():
+            shell()
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 1
     finally:
         sys.argv = kept
+        Console.on_broken_pipe = pipe
     return 0
 
 

@@ -103,8 +103,12 @@ def run_command(session, command: Command | str, args: dict | None = None, repor
     before = getattr(session, "on_build", None)
     if session is not None:  # a build of many seconds is said before it starts (Session._new_model)
         session.on_build = reporter.notice
+    # torch's random generators are the session's own for the command's length (Session.own_random): another
+    # session's commands, or a caller's draws between them, leave this one's masks as they were
+    own = getattr(session, "own_random", None)
     try:
-        return command.func(session, values, reporter)
+        with own() if own is not None else contextlib.nullcontext():
+            return command.func(session, values, reporter)
     except (MemoryError, RuntimeError, ImportError, OSError) as e:
         if _loading(e) and (line := short_of_memory(e)) is not None:  # torch's import, which a command may do
             raise UserError(line) from None

@@ -244,8 +244,20 @@ class Lab:
 
     @staticmethod
     def _spec(data) -> str:
-        """What the session calls the data (as --data names it: sort:4)."""
+        """What the session calls the data, as --data names it: sort:4, or a file's path, made absolute.
+
+        A text read from a file (it has a stamp) is named by its path (recipe_key: the path load_data was given), as
+        `--data PATH` names it: its name alone ("text2.txt") was looked for in the working folder, where :train and
+        :data said the untouched file was "no longer on disk", and :save kept a path that never existed. Made
+        absolute now, so that a notebook's later chdir still finds it (a relative path given to load_data in
+        another folder than the Lab's cannot be told apart: give load_data an absolute one there). A local copy of
+        a built-in text (load_data names it "shakespeare", keeping no path) is the built-in."""
+        from .core.catalog import CORPORA, TASKS
+
         info = data.info()
+        path = getattr(data, "recipe_key", None)
+        if getattr(data, "stamp", None) is not None and isinstance(path, str) and path not in CORPORA + TASKS:
+            return os.path.abspath(os.path.expanduser(path))
         return info.shown_name or info.name
 
 

@@ -108,6 +108,35 @@ class Status:
 BUILD_NOTICE_PARAMETERS = 50_000_000  # a model of this many parameters takes seconds to build on a CPU: said first
 
 
+def _random_states() -> tuple | None:
+    """torch's global random states (CPU; each CUDA device's where CUDA has started; an Apple GPU's), or None where
+    torch is not imported yet: nothing has drawn from them, and a command that needs no torch must not import it."""
+    import sys
+
+    if "torch" not in sys.modules:
+        return None
+    import torch
+
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # never starts CUDA for this
+    mps = torch.mps.get_rng_state() if torch.backends.mps.is_available() else None
+    return torch.get_rng_state(), cuda, mps
+
+
+def _set_random_states(states: tuple | None) -> None:
+    """Put back what _random_states gave; None (torch was not imported then): the state a fresh import starts in."""
+    import torch
+
+    if states is None:
+        torch.set_rng_state(torch.Generator().get_state())  # a new generator starts from the default seed, as import
+        return
+    cpu, cuda, mps = states
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+    if mps is not None:
+        torch.mps.set_rng_state(mps)
+
+
 class Session:
     def __init__(
         self,
@@ -182,6 +211,34 @@ class Session:
         # Hears a line before a build that takes seconds (a 300M-parameter model): the running command's notice,
         # set by the front door for the command's length (dispatch.run_command); None: said to no one
         self.on_build = None
+        # This session's own state of torch's global random generators (dropout's masks and a build's weights draw
+        # from them), swapped in for each command (own_random). They were the process's, shared: a second Lab's
+        # :params (its build seeds them) or a main([...]) between two :train moved the first session's masks, and a
+        # main([...]) reset its caller's stream. None until the first command: the session starts from the
+        # caller's state then, so a lone session's numbers are what they were when the generators were shared.
+        self._random: tuple | None = None
+        self._random_depth = 0  # own_random blocks entered and not left (a build inside a command)
+
+    @contextlib.contextmanager
+    def own_random(self):
+        """Within the block, torch's global random generators are this session's own: its state is swapped in, and
+        on the way out kept and the caller's put back, so that this session's stream moves only with its own draws
+        and other sessions' and the caller's do not move with it. Nested blocks (a build inside a command) are one.
+        Not thread-safe: a session runs one command at a time."""
+        if self._random_depth:
+            yield
+            return
+        caller = _random_states()
+        if self._random is not None:
+            _set_random_states(self._random)
+        self._random_depth += 1
+        try:
+            yield
+        finally:
+            self._random_depth -= 1
+            if (now := _random_states()) is not None:  # else torch is still not imported: nothing drew
+                self._random = now
+                _set_random_states(caller)
 
     # --- lazily built state ------------------------------------------------------------------------
     @property
@@ -403,7 +460,7 @@ class Session:
             self.on_build(f"building a model of {n / 1e6:,.0f}M parameters ({config.n_layers} blocks of "
                           f"d_model={config.d_model}): this takes a while; Ctrl-C stops it and keeps the model and "
                           "settings as they were")
-        with cut_short():
+        with cut_short(), self.own_random():  # the seed starts this session's stream, not its caller's
             torch.manual_seed(self.train_config.seed)
             model = MiniTransformerLM(config).to(device)
             trainer = Trainer(model, data, self.train_config, device)

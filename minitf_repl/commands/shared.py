@@ -132,17 +132,21 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None, "moved_aside": None,
                "dropped": None, "kept_aside": None, "held_by": None, "waited": (0.0, None)}
     try:
-        path = save_checkpoint(
-            session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
-            lasting_spec(session.data_spec, read_here=getattr(session.loaded_data, "stamp", None) is not None),
-            origin=origin, session=session.token,
-            share_from=(AUTOSAVE_NAME, session.last_checkpoint),
-            tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, weights_from=session.weights_from,
-            data_since_step=session.data_since_step, outcome=outcome, measured_since_step=session.measured_since_step,
-            data_sha256=getattr(session.loaded_data, "digest", None),  # a text's (not a task's, nor a stand-in's)
-            continues=session.loaded_autosave_session,
-            on_wait=reporter.notice if reporter is not None else None, **options,
-        )
+        # the random state a checkpoint keeps (dropout's next masks) is this session's, also for a save outside a
+        # command (the REPL's keep at :quit), when the process's generators are not the session's
+        with session.own_random():
+            path = save_checkpoint(
+                session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
+                lasting_spec(session.data_spec, read_here=getattr(session.loaded_data, "stamp", None) is not None),
+                origin=origin, session=session.token,
+                share_from=(AUTOSAVE_NAME, session.last_checkpoint),
+                tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, weights_from=session.weights_from,
+                data_since_step=session.data_since_step, outcome=outcome,
+                measured_since_step=session.measured_since_step,
+                data_sha256=getattr(session.loaded_data, "digest", None),  # a text's (not a task's, nor a stand-in's)
+                continues=session.loaded_autosave_session,
+                on_wait=reporter.notice if reporter is not None else None, **options,
+            )
     except CheckpointError as e:
         raise keep_meanwhile(session, e) from None
     except KeyboardInterrupt:
@@ -630,10 +634,15 @@ def file_changed(session: Session) -> str | None:
     """What to say where the data file in use changed on disk since the session read it (its size, time or inode,
     core.data.file_stamp); None where it has not, or the data is no file. :data and :train went on with the text as
     read without a word, its figures those of text that no longer existed."""
+    from ..core.catalog import CORPORA, TASKS
     from ..core.data import file_stamp
 
     data = session.loaded_data
     stamp = getattr(data, "stamp", None)
+    # a local copy of a built-in text, named as the built-in (notebook.Lab of load_data(PATH)): the built-in's
+    # text, no file's, so no file's change to say
+    if session.data_spec.strip().partition(":")[0] in CORPORA + TASKS:
+        return None
     if stamp is None or (now := file_stamp(session.data_spec)) == stamp:
         return None
     if now is None:  # a file read (it has a stamp) and no longer there: deleted or moved (one that cannot be asked,
@@ -650,8 +659,9 @@ def file_changed(session: Session) -> str | None:
             f"({cmd('data', session.data_spec)} reads it again)")
 
 
-# the file's stamp :train last said file_changed's line for, by the data read from it: said at every :train, the line
-# buried each run's notices under one that had not changed since the first
+# the (data's spec, file's stamp) :train last said file_changed's line for, by session: said at every :train, the
+# line buried each run's notices under one that had not changed since the first. By session, not by data: two Labs
+# given one data object each have a user to tell (the second never heard it)
 _CHANGE_SAID: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -661,13 +671,10 @@ def file_changed_once(session: Session) -> str | None:
 
     if (line := file_changed(session)) is None:
         return None
-    data, now = session.loaded_data, file_stamp(session.data_spec)
-    try:
-        if _CHANGE_SAID.get(data, ()) == now:
-            return None
-        _CHANGE_SAID[data] = now
-    except TypeError:  # data that cannot be remembered by (no weak reference): said every time, as before
-        pass
+    said = (session.data_spec, file_stamp(session.data_spec))
+    if _CHANGE_SAID.get(session) == said:
+        return None
+    _CHANGE_SAID[session] = said
     return line
 
 

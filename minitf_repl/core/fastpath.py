@@ -496,8 +496,16 @@ def products_fixed() -> bool:
     return products_choice() is not None
 
 
-@functools.lru_cache(maxsize=None)
 def onednn_faster() -> bool:
+    """Whether the fast path's float32 products go to oneDNN: $MINITF_PRODUCTS as it is now (products_choice), else
+    `_onednn_faster_given`'s measurement, made once. The variable was read inside the cached answer: changed in a
+    process (a notebook), :device said "set by $MINITF_PRODUCTS" beside the kernel of its old value, which
+    training kept using. `cache_clear` and `__wrapped__` (the measurement made afresh) are the cached one's."""
+    return _onednn_faster_given(products_choice())
+
+
+@functools.lru_cache(maxsize=None)
+def _onednn_faster_given(chosen: str | None) -> bool:
     """Whether oneDNN's float32 linear beats torch's own on this CPU by ONEDNN_FROM_SPEEDUP, measured once.
 
     A forward and backward's three products at the default model's feed-forward shape (768 tokens,
@@ -516,9 +524,8 @@ def onednn_faster() -> bool:
     Yes takes ONEDNN_PASSES attempts that show the speedup, not one: on a Zen 4 where oneDNN is 0.91x to 1.03x
     MKL's, with four other programs busy on its two cores, single attempts read 0.2x to 8x, and one of three
     sufficed for a yes in 6 of 8 fresh processes; `:device` then named another kernel each run.
-    $MINITF_PRODUCTS=onednn or =torch decides without measuring (a machine whose load tips it either way).
+    $MINITF_PRODUCTS=onednn or =torch (`chosen`) decides without measuring (a machine whose load tips it either way).
     """
-    chosen = products_choice()
     if chosen == "torch":
         return False
     forced = chosen == "onednn"
@@ -554,6 +561,11 @@ def onednn_faster() -> bool:
         return False
     except Exception:  # no mkldnn ops in this build, or a CPU oneDNN cannot serve: stay with torch's own
         return False
+
+
+# the cache's handles on the name callers know: a fresh measurement (tests) clears it or asks the uncached one
+onednn_faster.cache_clear = _onednn_faster_given.cache_clear
+onednn_faster.__wrapped__ = lambda: _onednn_faster_given.__wrapped__(products_choice())
 
 
 class _OneDNNLinear(torch.autograd.Function):

@@ -31,6 +31,7 @@ This module imports torch only when it sets the count, so the shell can import i
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -103,6 +104,28 @@ def torch_default_threads() -> int:
 
         _TORCH_DEFAULT = torch.get_num_threads()
     return _TORCH_DEFAULT
+
+
+@contextlib.contextmanager
+def threads_kept():
+    """torch's thread count as it was before the block, put back after it: for the shell run from Python (a
+    notebook's or a script's main([...])), whose sessions set the count (ThreadPolicy) for a process that is its
+    caller's; `threads=1` left the caller computing with 1 thread. Torch not imported before the block: the count
+    it started with (torch_default_threads) where the block imported it."""
+    import sys
+
+    before = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+    try:
+        yield
+    finally:
+        if "torch" in sys.modules:
+            torch = sys.modules["torch"]
+            wanted = before if before is not None else torch_default_threads()
+            if torch.get_num_threads() != wanted:
+                try:
+                    torch.set_num_threads(wanted)
+                except (RuntimeError, ValueError):  # a runtime that keeps its count (ThreadPolicy._apply): as it is
+                    pass
 
 
 def affinity() -> set[int] | None:
