@@ -35,7 +35,7 @@ from ..render.tables import add_row, fits, fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, given_before, interactive, look_again, rebuilt_with, syntax
+from ..syntax import REPL, cmd, given_before, interactive, look_again, named, rebuilt_with, syntax
 from .base import (REGISTRY, ablation_note, command, complete_data, complete_head_number, complete_layer, sample_prompt,
                    switched_off)
 from .generate import answer_line, only_whitespace
@@ -75,6 +75,8 @@ class CompareResult:
     # ln V of the data compared on (None: the contenders' tokenizers differ): a val loss far above it is a run that
     # blew up without overflowing (lr=100: 14,335 to 200,033 nats), which the chart leaves out as a diverged one
     chance: float | None = field(default=None, metadata={"view_only": True})
+    # the device they trained on is a CPU (a GPU's otherwise): whose products each MFU is a share of, in its words
+    on_cpu: bool = field(default=True, metadata={"view_only": True})
 
 
 MAX_CONTENDERS = 6
@@ -113,7 +115,7 @@ def contender_settings() -> list[Param]:
           browse="files"),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=10)  # fmt: skip
+], pairs_in_text=True, json_version=11)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     spec = args["data"].strip() if args["data"] is not None else None
@@ -184,7 +186,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     rates = lower_rates(outcomes, recipe(data_key(data), contenders[0].train_config.optimizer)["lr"])
     return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by, unmasked,
                          plot_levels(session.counters) if counted else [], rates,
-                         chance=None if by != "val loss" else math.log(data.tokenizer.vocab_size))
+                         chance=None if by != "val loss" else math.log(data.tokenizer.vocab_size),
+                         on_cpu=session.device.type == "cpu")
 
 
 def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
@@ -478,7 +481,14 @@ def render_compare(result: CompareResult, console: Console) -> None:
     # on a task, each contender's held-out accuracy at its last evaluation (mean over seeds), as :train reports it:
     # val losses of 0.0006 and 0.0009 say little of whether both answer every question
     accuracy = any(o.final is not None and o.final.accuracy is not None for o in result.outcomes)
-    for column in ("parameters", "tokens/s", "time", *(("accuracy",) if accuracy else ()), "differs from the first in"):
+    # each one's GFLOP/s and MFU beside its tokens/s, as :train's summary gives them: the contenders differ in size,
+    # and tokens/s alone reads the bigger one as the less efficient where it may use the CPU better
+    flops = any(o.gflops is not None for o in result.outcomes)
+    shares = any(o.mfu is not None for o in result.outcomes)
+    if flops:  # torch-bound; a rate comes only from a comparison that ran
+        from ..core.peak import share_words
+    for column in ("parameters", "tokens/s", *(("GFLOP/s",) if flops else ()), *(("MFU",) if shares else ()), "time",
+                   *(("accuracy",) if accuracy else ()), "differs from the first in"):
         facts.add_column(column, justify="left" if column.startswith("differs") else "right")
     lines = []  # the same facts, one contender a line, where the table does not fit
     for k, o in enumerate(result.outcomes):
@@ -489,15 +499,24 @@ def render_compare(result: CompareResult, console: Console) -> None:
         right = [fmt.pct(o.final.accuracy if o.final is not None else None)] if accuracy else []
         # stopped: the time to the last evaluation all reached (core.compare); before the first one, none
         took = fmt.seconds(o.seconds) if measured or not result.stopped else "-"
-        add_row(facts, label, fmt.whole(o.n_params), speed, took, *right, changes)
+        rates = []
+        if flops:  # under the column's GFLOP/s the number alone, to the digits :train's summary gives it
+            rates.append("-" if o.gflops is None else f"{o.gflops:,.0f}" if o.gflops >= 10 else f"{o.gflops:.2g}")
+        if shares:
+            rates.append("-" if o.mfu is None else share_words(o.mfu))
+        add_row(facts, label, fmt.whole(o.n_params), speed, *rates, took, *right, changes)
+        used = utilisation(o, result.on_cpu, result.steps * result.seeds)
         lines.append(label + Text(f": {count(o.n_params, 'parameter')}, {speed} tokens/s, "
-                                  f"{took}" + (f", accuracy {right[0]}" if right else "")
+                                  + (f"{used}, " if used else "") + f"{took}"
+                                  + (f", accuracy {right[0]}" if right else "")
                                   + (f"; differs in {changes}" if k else "")))
     if fits(console, facts):
         console.print(facts)
     else:
         for line in lines:
             say(console, line)
+    if flops:
+        note(console, flops_note(result))
     by_position(result, console)
     bpc = result.by != "val loss"  # the tokenizers differ: the curves in bits per character, which compare
     blown = blew_up(result)
@@ -552,6 +571,35 @@ def render_compare(result: CompareResult, console: Console) -> None:
 
 
 BLEW_UP = 2.0  # a val loss over this many times ln V: a run that blew up, though its numbers stayed finite
+
+
+def utilisation(outcome: Outcome, on_cpu: bool, timed: int) -> str | None:
+    """A contender's "55 GFLOP/s, 32% of this CPU's float32 products (MFU)", in :train's words (core.peak); None
+    where it has no rate. `timed`: the steps the comparison timed each contender for (steps x seeds)."""
+    if outcome.gflops is None:
+        return None
+    from ..core.peak import utilisation_words
+
+    return utilisation_words(outcome.gflops, outcome.mfu, on_cpu, outcome.dtype, timed)
+
+
+def flops_note(result: CompareResult) -> str:
+    """What the GFLOP/s and MFU beside each contender count, as :train's legend says it, and what each MFU is a share
+    of: the peak of each dtype the contenders trained in, or why there is none."""
+    from ..core.peak import MIN_TIMED_STEPS, flop_rate_words
+
+    shares = [o for o in result.outcomes if o.mfu is not None]
+    words = (f"GFLOP/s{' (MFU)' if shares else ''}: only the matrix products {named('params')} counts, times the "
+             "tokens/s, not the optimizer's Newton-Schulz, so a lower bound of the work")
+    peaks = {o.dtype: o.peak_gflops for o in shares}  # one measurement a dtype (core.peak keeps it)
+    if peaks:
+        of = " and ".join(f"{dtype} products, {flop_rate_words(peak)}" for dtype, peak in peaks.items())
+        processor = "CPU" if result.on_cpu else "GPU"
+        words += (f"; MFU: each one's share of this {processor}'s {of} at a square product ({named('device')} "
+                  f"measures it): a bigger model's fewer tokens/s can be a better use of the {processor}")
+    elif result.steps * result.seeds < MIN_TIMED_STEPS:
+        words += "; no MFU of one timed step: too few to tell a steady rate from one step's set-up and noise"
+    return words
 
 
 def blew_up(result: CompareResult) -> list[tuple]:

@@ -172,10 +172,11 @@ class TrainResult:
     gflops: float | None = None
     # this device's speed at a square product in the run's dtype at its thread count (core.peak), in GFLOP/s: measured
     # by :device, or at the end of the first run without such a measurement; null under torchrun (one process's speed
-    # is not the launch's), where it could not be measured, or where the run went faster than it (a peak misread on a
-    # busy machine: :device measures it again)
+    # is not the launch's), where it could not be measured, where the run went faster than it (a peak misread on a
+    # busy machine: :device measures it again), or where one step alone was timed (core.peak.MIN_TIMED_STEPS)
     peak_gflops: float | None = None
-    mfu: float | None = None  # gflops / peak_gflops (0.32: 32%); null where either is
+    # gflops / peak_gflops (0.32: 32%), of all the timed steps, a first step's warm-up included; null where either is
+    mfu: float | None = None
     # the seconds this command's steps and evaluations added to the table's elapsed (a continued run's table counts
     # from the run's first step): `seconds` holds the drawing between steps as well
     run_seconds: float = 0.0
@@ -699,46 +700,73 @@ def _utilisation(session: Session, result: TrainResult) -> None:
     measured at the run's device, dtype and thread count (:device measures it), else measured here, once: about 0.1 s
     on a 2-core CPU and 0.25 s at most (core.peak), against a run that takes seconds; a thread count auto moves to
     later measures again at its first run. Not under torchrun: each process would time its product against the
-    others' steps, and one process's speed is not the launch's."""
+    others' steps, and one process's speed is not the launch's. Not of one timed step (core.peak.MIN_TIMED_STEPS:
+    its time holds its one-off set-up, `minitf train steps=1` read 11% where the steady steps ran at 48%): the rate
+    is given, the share is not, and no peak is measured for a share that will not be said."""
     if not result.steps or not result.tokens_per_second:
         return
     if result.compile_seconds is not None and result.steps == 1:
         return  # the one step compiled: its tokens/s is the compiler's time (core.train), no rate of the products
     from ..core.ledger import training_flops_per_token
-    from ..core.peak import product_speed_or_none
+    from ..core.peak import MIN_TIMED_STEPS, product_speed_or_none, share_of_peak
 
     result.flops_per_token = training_flops_per_token(session.model, training_length(session)
                                                       or session.model_config.max_seq_len)
     result.gflops = result.flops_per_token * result.tokens_per_second / 1e9
-    if result.launch is not None:
+    if result.launch is not None or timed_steps(result) < MIN_TIMED_STEPS:
         return
     peak = product_speed_or_none(session.trainer.device, result.dtype, again=False)
-    # A run faster than the peak means the peak was misread (a busy machine's measurement, a kernel the run does not
-    # use): no share is said rather than one over 100%
-    if peak is not None and result.gflops <= peak.gflops:
-        result.peak_gflops, result.mfu = peak.gflops, result.gflops / peak.gflops
+    # a run faster than the peak means the peak was misread: neither is said (share_of_peak: no share over 100%)
+    if (mfu := share_of_peak(result.gflops, peak.gflops if peak else None, timed_steps(result))) is not None:
+        result.peak_gflops, result.mfu = peak.gflops, mfu
+
+
+def timed_steps(result: TrainResult) -> int:
+    """The steps the run's tokens/s is of: a compiling step is timed apart from them (core.train)."""
+    return result.steps - (result.compile_seconds is not None)
 
 
 # The summary's GFLOP/s and MFU in one line of the table's legend: a learner reads "32% of the peak" as all the work
 # the CPU did, where the ledger leaves out Muon's Newton-Schulz (a quarter of the default model's Muon step's products:
 # 1.85 of 7.16 GFLOP at batch 16), the norms, softmax and the optimizer's elementwise update
-def flops_legend(mfu: bool) -> str:
-    """The legend's words for the summary's FLOP rate, and its MFU where the summary gives one (`mfu`)."""
-    return (f"the summary's GFLOP/s{' (MFU)' if mfu else ''}: only the matrix products {named('params')} counts, not "
-            "the optimizer's Newton-Schulz, so a lower bound of the work")
+def flops_legend(result: TrainResult) -> str:
+    """The legend's words for the summary's FLOP rate, and its MFU where the summary gives one; and where the run's
+    first step was a warm-up that weighs on them (first_step_words), that."""
+    words = (f"the summary's GFLOP/s{' (MFU)' if result.mfu is not None else ''}: only the matrix products "
+             f"{named('params')} counts, not the optimizer's Newton-Schulz, so a lower bound of the work")
+    return words + (f"; {warm}" if (warm := first_step_words(result)) else "")
+
+
+def first_step_words(result: TrainResult) -> str | None:
+    """Where the run's first step was a warm-up that pulls its rate down (core.peak.without_first_step), what it took
+    and the rate of the steps after it: "its first step, one-off set-up and all, took 74% of the steps' time: the 3
+    after it ran at 15 GFLOP/s, 42% (MFU)". The run's own figures stay of all its steps (they are what tokens/s is
+    of, and --json's); a few steps in a new process read far below the steady rate, and this says why and by how
+    much. Not under compile=on: its compiling step is timed apart already, and the steps after it are warm."""
+    if result.gflops is None or result.compile_seconds is not None or not result.curve:
+        return None
+    from ..core.peak import flop_rate_words, share_of_peak, share_words, without_first_step
+
+    first = result.curve[0].get("tokens_per_second")  # the first step's own rate: no evaluation before it pooled it
+    later = without_first_step(result.tokens_per_second, first or 0.0, result.steps)
+    if later is None:
+        return None
+    gflops = result.flops_per_token * later / 1e9
+    share = share_of_peak(gflops, result.peak_gflops, result.steps - 1)
+    took = result.tokens_per_second / (result.steps * first)  # its seconds over all the steps' seconds
+    after = "the step after it" if result.steps == 2 else f"the {result.steps - 1:,} after it"
+    return (f"its first step, one-off set-up and all, took {took:.0%} of the steps' time: {after} ran at "
+            f"{flop_rate_words(gflops)}" + (f", {share_words(share)} (MFU)" if share is not None else ""))
 
 
 def utilisation_words(result: TrainResult) -> str | None:
-    """"55 GFLOP/s, 32% of this CPU's float32 products (MFU)" for the summary; None where no rate is known."""
+    """"55 GFLOP/s, 32% of this CPU's float32 products (MFU)" for the summary (core.peak's words, :compare's too);
+    None where no rate is known."""
     if result.gflops is None:
         return None
-    from ..core.peak import flop_rate_words
+    from ..core.peak import utilisation_words as words
 
-    words = flop_rate_words(result.gflops)
-    if result.mfu is not None:
-        share = f"{result.mfu:.0%}" if result.mfu >= 0.095 else f"{result.mfu:.1%}"  # a tiny model's 0.4%, not 0%
-        words += f", {share} of this {'CPU' if result.cpu is not None else 'GPU'}'s {result.dtype} products (MFU)"
-    return words
+    return words(result.gflops, result.mfu, result.cpu is not None, result.dtype, timed_steps(result))
 
 
 # An lr setting under this share of the lowest rate its optimizer's recipes train at is far below its usual range:
@@ -1326,7 +1354,7 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
         table = LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size,
                           eval_batches=result.eval_batches, dtype=result.dtype)
         if result.gflops is not None:  # what the summary's FLOP rate under the table counts, beside its tokens/s
-            table.legend_words["tokens_per_second"] += f"; {flops_legend(result.mfu is not None)}"
+            table.legend_words["tokens_per_second"] += f"; {flops_legend(result)}"
         console.print(table)
     if result.frames and not frame_shown:  # the last frame, as it was under the live table
         console.print(watch_view(result.frames[-1], console.width, unscaled(console)))

@@ -14,6 +14,12 @@ Contenders may read the same text with different tokenizers (`tokenizer=char` ag
 tokenizer does not compare with another's, every evaluation of text also gives the loss in bits per
 character of the validation text (core.data.bits_per_char), which does.
 
+Each contender's speed is also given as `:train` gives a run's: the GFLOP/s of the products the ledger counts
+(core.ledger.training_flops_per_token times its tokens/s) and their share of this device's product speed in its
+dtype (core.peak, the MFU), under core.peak's rules. The contenders differ in size, and tokens/s alone reads a
+bigger model as the less efficient one where it may keep the CPU busier: of the tests' tiny model, one block trained
+9,658 tokens/s at 2.3% of the peak and two blocks 5,803 tokens/s at 2.5% (a 2-core AMD EPYC, one thread).
+
 Nothing here touches a caller's model: every contender is a new model and trainer, and the global
 random state is restored afterwards.
 """
@@ -28,10 +34,13 @@ from typing import Callable
 
 import torch
 
+from . import distributed
 from .config import ModelConfig, TrainConfig
 from .data import bits_per_char, row_length, val_tokens_per_char
 from .errors import TrainingDiverged
+from .ledger import training_flops_per_token
 from .model import MiniTransformerLM
+from .peak import MIN_TIMED_STEPS, product_speed_or_none, share_of_peak
 from .precision import training_dtype
 from .train import EvaluationStopped, Trainer, fork_random, random_state, set_random_state
 
@@ -93,6 +102,18 @@ class Outcome:
     # what its steps' products ran in, float32 or bfloat16 (dtype=auto is either, by the machine): a comparison saved
     # on another kind of CPU says so where its numbers differ
     dtype: str = "float32"
+    # the matrix-product FLOPs the ledger counts for training one of its tokens at its rows' length, which gflops and
+    # mfu are of, as :train's (core.ledger.training_flops_per_token: forward and backward, Linears and attention's two
+    # products; not Muon's Newton-Schulz, norms, softmax or the optimizer's elementwise work)
+    flops_per_token: int | None = None
+    # flops_per_token x tokens_per_second / 1e9: its achieved rate of those products, a lower bound of the work done
+    # (which counts more than the ledger does); null where no step was timed
+    gflops: float | None = None
+    # this device's speed at a square product in its dtype at the thread count (core.peak), in GFLOP/s: the latest
+    # this process measured (:device, a :train), else measured once at the comparison's end; null where it could not
+    # be measured, under torchrun, where one step alone was timed, or where it went faster than the peak (misread)
+    peak_gflops: float | None = None
+    mfu: float | None = None  # gflops / peak_gflops (0.32: 32%): its model FLOPs utilisation; null where either is
 
     @property
     def final(self) -> Evaluation | None:
@@ -157,6 +178,9 @@ def compare(
                 trainer.threads = threads
                 trainer.start_run(steps)
                 outcomes[i].n_params = model.num_parameters()
+                # at the length its rows hold (a task's are shorter than the window), as :train counts a run's
+                outcomes[i].flops_per_token = training_flops_per_token(
+                    model, outcomes[i].tokens_per_step // contender.train_config.batch_size)
                 runs.append((i, trainer))
                 streams[id(trainer)] = random_state(device)
         busy = [[0.0, 0] for _ in contenders]  # seconds and tokens of training, per contender
@@ -175,7 +199,7 @@ def compare(
         def stopped() -> list[Outcome]:
             for outcome, (seconds, work) in zip(outcomes, reached):
                 outcome.seconds = seconds
-            return _finish(outcomes, [list(work) for _, work in reached])
+            return _finish(outcomes, [list(work) for _, work in reached], device)
 
         while done < steps:
             target = min(done + every, steps)
@@ -237,7 +261,7 @@ def compare(
             reached = [(outcome.seconds, list(work)) for outcome, work in zip(outcomes, busy)]
         if runs and not stop():
             _by_position(outcomes, runs, readings, device, on_evaluate, stop)
-    return _finish(outcomes, busy)
+    return _finish(outcomes, busy, device)
 
 
 def _warm_up(contender: Contender, data, device) -> None:
@@ -296,10 +320,28 @@ def _by_position(outcomes: list[Outcome], runs: list, readings: list, device, on
         outcomes[i].band_losses = [statistics.fmean(column) for column in zip(*rows)]
 
 
-def _finish(outcomes: list[Outcome], busy) -> list[Outcome]:
+def _finish(outcomes: list[Outcome], busy, device: torch.device | str = "cpu") -> list[Outcome]:
     for outcome, (seconds, tokens) in zip(outcomes, busy):
         outcome.tokens_per_second = tokens / seconds if seconds > 0 else None  # no step timed: no speed
+        _utilisation(outcome, tokens, device)
     return outcomes
+
+
+def _utilisation(outcome: Outcome, tokens: int, device) -> None:
+    """A contender's GFLOP/s and its share of the peak (MFU), into `outcome`, by :train's rules (core.peak): no share
+    of one timed step (here its one-off set-up is mostly the untimed _warm_up's, but one step's time is still noise),
+    none where the rate passes the peak, none under torchrun (one process's speed is not the launch's). The peak is
+    the cached one of the device and the contender's dtype, measured once where there is none (0.25 s at most), after
+    every contender has trained: contenders of one dtype share one measurement."""
+    if outcome.tokens_per_second is None or outcome.flops_per_token is None:
+        return
+    outcome.gflops = outcome.flops_per_token * outcome.tokens_per_second / 1e9
+    timed = tokens // outcome.tokens_per_step if outcome.tokens_per_step else 0  # steps over all its seeds
+    if timed < MIN_TIMED_STEPS or distributed.world_size() > 1:
+        return
+    peak = product_speed_or_none(device, outcome.dtype, again=False)
+    if (mfu := share_of_peak(outcome.gflops, peak.gflops if peak else None, timed)) is not None:
+        outcome.peak_gflops, outcome.mfu = peak.gflops, mfu
 
 
 # Student's t at 97.5% for n - 1 degrees of freedom (n seeds, at most 10): a two-sided test at 95%

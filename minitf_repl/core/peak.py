@@ -152,6 +152,66 @@ def flop_rate_words(gflops: float) -> str:
     return f"{gflops:.2g} GFLOP/s"
 
 
+# --- a run's share of the peak (MFU): when it is said, and in what words (:train and :compare alike) ---------------
+# A share is said only of a rate timed over two steps or more (MIN_TIMED_STEPS). One step's time holds whatever one-off
+# set-up that step paid (in a new process: the choice of the float32 products' kernel, which core.fastpath times, the
+# first allocations, the thread pool's start) beside a single step's noise, and nothing in it tells the two apart: a
+# fresh `minitf train steps=1` at the default model timed 775 tokens/s, 11% of a 36 GFLOP/s peak, where its later
+# steps ran at 3,300 tokens/s, 48% (a 2-core AMD EPYC, one process), and "11% MFU" read as the model's use of the
+# CPU. The GFLOP/s is still said (the tokens/s, which the summary gives anyway, times the ledger's FLOPs), with words
+# saying why no share. (:compare's one untimed warm-up step takes most of the set-up before it times a contender,
+# but one step's time is still too few to state a share to the percent: the same rule.)
+MIN_TIMED_STEPS = 2
+# From two steps on the run's first step can be set against the rest (without_first_step): where it took at least
+# WARM_UP_FACTOR times a later step's mean and leaving it out raises the run's rate by WARM_UP_WEIGHT or more, the
+# caller says so beside the share, with the rate of the later steps. The run's own figures stay of all its timed steps
+# (tokens/s, GFLOP/s and MFU agree with each other and with --json), the warm-up said, not hidden.
+WARM_UP_FACTOR = 2.0
+WARM_UP_WEIGHT = 1.2
+
+
+def share_of_peak(gflops: float | None, peak_gflops: float | None, timed_steps: int) -> float | None:
+    """A rate's share of the peak (its MFU, 0.32 for 32%); None where the rate or the peak is unknown, where fewer
+    than MIN_TIMED_STEPS steps were timed (above), or where the rate is above the peak: a peak misread (a busy
+    machine's measurement, a kernel the run does not use), so no share rather than one over 100%."""
+    if gflops is None or not peak_gflops or timed_steps < MIN_TIMED_STEPS or gflops > peak_gflops:
+        return None
+    return gflops / peak_gflops
+
+
+def share_words(mfu: float) -> str:
+    """"32%", and a tiny model's "0.4%" (not "0%")."""
+    return f"{mfu:.0%}" if mfu >= 0.095 else f"{mfu:.1%}"
+
+
+def utilisation_words(gflops: float, mfu: float | None, on_cpu: bool, dtype: str, timed_steps: int) -> str:
+    """"55 GFLOP/s, 32% of this CPU's float32 products (MFU)", as a summary says a run's rate and its share; without
+    a share, the rate alone, and for one timed step the words that say why none is given."""
+    words = flop_rate_words(gflops)
+    if mfu is not None:
+        return words + f", {share_words(mfu)} of this {'CPU' if on_cpu else 'GPU'}'s {dtype} products (MFU)"
+    if timed_steps < MIN_TIMED_STEPS:
+        words += " (one step timed, its one-off set-up in it: no MFU)"
+    return words
+
+
+def without_first_step(rate: float, first_rate: float, steps: int) -> float | None:
+    """The rate of a run's steps after its first, where its first step was a warm-up that weighs on the run's rate
+    (WARM_UP_FACTOR, WARM_UP_WEIGHT above); None where it was not, or where there is no later step to set it against.
+    `rate`: the run's tokens (or FLOPs) per second over all `steps` timed steps, `first_rate`: the first step's own,
+    each step of the same size (a run's batches are)."""
+    if steps < 2 or rate <= 0 or first_rate <= 0:
+        return None
+    seconds, first = steps / rate, 1 / first_rate  # in the time one step's tokens take at a rate of 1
+    rest = seconds - first
+    if rest <= 0:
+        return None
+    later = (steps - 1) / rest
+    if first < WARM_UP_FACTOR * rest / (steps - 1) or later < WARM_UP_WEIGHT * rate:
+        return None
+    return later
+
+
 def forget_product_speeds() -> None:
     """Drop every measurement kept (a test's fresh process; the next `:train` then measures its own)."""
     _LATEST.clear()
