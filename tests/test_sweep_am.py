@@ -119,8 +119,13 @@ def test_the_shell_refuses_a_data_path_with_a_tab_in_one_line(tmp_path):
 
 
 # --- a reader that leaves the pipe -----------------------------------------------------------------------------
-@pytest.mark.parametrize("words", ["help", "help train", "train --help", "--version", "help train steps", "config",
-                                   "config --json", "tok hello"])
+# Under -m slow (2 to 7 s a process; the same door, console and check as another case): help train and help train
+# steps are dispatched and drawn as help is; tok hello (which imports torch) and config --json (a document) as
+# config, and test_hostile.py's test_a_reader_that_leaves_the_pipe keeps a torch command's --json document
+@pytest.mark.parametrize("words", ["help", pytest.param("help train", marks=pytest.mark.slow), "train --help",
+                                   "--version", pytest.param("help train steps", marks=pytest.mark.slow), "config",
+                                   pytest.param("config --json", marks=pytest.mark.slow),
+                                   pytest.param("tok hello", marks=pytest.mark.slow)])
 def test_a_one_shot_command_into_a_closed_pipe_ends_quietly_with_the_pipes_status(tmp_path, words):
     from test_hostile import _env
 
