@@ -40,17 +40,18 @@ def _called(argv: list[str]) -> int:
 
     What the shell sets for its process is put back for the caller, whose process it is: torch's thread count
     (`threads=1` left the caller on 1 thread) and Rich's end at a broken pipe (the shell's 141 replaced Rich's own
-    for every console, the caller's too). Torch's random state needs nothing here: a session's commands draw from
-    its own (Session.own_random), so the caller's stream is as it was."""
+    for every console, the caller's too), and torch's random state (a session's commands draw from their own,
+    Session.own_random, but a `--load` builds outside any command, and a build seeds the process's generators)."""
     from rich.console import Console
 
     from .cli import main as shell
     from .core.threads import threads_kept
+    from .session import random_kept
 
     kept, pipe = sys.argv, vars(Console)["on_broken_pipe"]
     sys.argv = ["minitf", *argv]
     try:
-        with threads_kept():
+        with threads_kept(), random_kept():
             shell()
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 1

@@ -108,7 +108,7 @@ class Status:
 BUILD_NOTICE_PARAMETERS = 50_000_000  # a model of this many parameters takes seconds to build on a CPU: said first
 
 
-def _random_states() -> tuple | None:
+def random_states() -> tuple | None:
     """torch's global random states (CPU; each CUDA device's where CUDA has started; an Apple GPU's), or None where
     torch is not imported yet: nothing has drawn from them, and a command that needs no torch must not import it."""
     import sys
@@ -122,8 +122,8 @@ def _random_states() -> tuple | None:
     return torch.get_rng_state(), cuda, mps
 
 
-def _set_random_states(states: tuple | None) -> None:
-    """Put back what _random_states gave; None (torch was not imported then): the state a fresh import starts in."""
+def set_random_states(states: tuple | None) -> None:
+    """Put back what random_states gave; None (torch was not imported then): the state a fresh import starts in."""
     import torch
 
     if states is None:
@@ -135,6 +135,19 @@ def _set_random_states(states: tuple | None) -> None:
         torch.cuda.set_rng_state_all(cuda)
     if mps is not None:
         torch.mps.set_rng_state(mps)
+
+
+@contextlib.contextmanager
+def random_kept():
+    """torch's global random states as they were before the block, put back after it: the shell run from Python (a
+    notebook's main([...])) builds models outside any session's command (`--load`), and a build seeds the process's
+    generators (Session._new_model), which reset its caller's stream."""
+    before = random_states()
+    try:
+        yield
+    finally:
+        if before is not None:  # else the caller had not imported torch: it had drawn nothing to keep
+            set_random_states(before)
 
 
 class Session:
@@ -228,17 +241,17 @@ class Session:
         if self._random_depth:
             yield
             return
-        caller = _random_states()
+        caller = random_states()
         if self._random is not None:
-            _set_random_states(self._random)
+            set_random_states(self._random)
         self._random_depth += 1
         try:
             yield
         finally:
             self._random_depth -= 1
-            if (now := _random_states()) is not None:  # else torch is still not imported: nothing drew
+            if (now := random_states()) is not None:  # else torch is still not imported: nothing drew
                 self._random = now
-                _set_random_states(caller)
+                set_random_states(caller)
 
     # --- lazily built state ------------------------------------------------------------------------
     @property
@@ -460,7 +473,11 @@ class Session:
             self.on_build(f"building a model of {n / 1e6:,.0f}M parameters ({config.n_layers} blocks of "
                           f"d_model={config.d_model}): this takes a while; Ctrl-C stops it and keeps the model and "
                           "settings as they were")
-        with cut_short(), self.own_random():  # the seed starts this session's stream, not its caller's
+        # Within a command (dispatch.run_command) the generators are this session's own (own_random), so the seed
+        # starts this session's stream; a build outside any command (a caller's `session.trainer` in Python, who then
+        # calls trainer.run() on the process's generators) seeds the process's, as it always has: swapped out there,
+        # the caller's run drew from an unseeded stream and two builds with one seed trained differently
+        with cut_short():
             torch.manual_seed(self.train_config.seed)
             model = MiniTransformerLM(config).to(device)
             trainer = Trainer(model, data, self.train_config, device)
