@@ -111,16 +111,18 @@ FIRST_SIGN = 5.0  # seconds of a run without an evaluation's line after which a 
 
 
 def pace_line(step: int, run_steps: int, seconds: float, compile_seconds: float = 0.0,
-              steps_timed: int | None = None) -> str:
+              steps_timed: int | None = None, seconds_timed: float | None = None) -> str:
     """A run's pace before its first evaluation, as a log's one line: a script's :train said nothing for the 18 to 30
     s before its first evaluation's line, where a terminal's bar counts and gives an eta.
 
     `seconds` is this call's time; `steps_timed` the steps of it that ran at the run's pace (default `step`): a
     continued run's earlier steps are not in `seconds`, and the step that compiled the model (compile=on) is left out
     with its `compile_seconds`, as tokens/s leaves it out ("step 1 of 40 after 19.6 s: about 0:12:45 to go", of a run
-    that ended 10 s later)."""
+    that ended 10 s later). `seconds_timed`: the seconds those steps took, where known (default `seconds` less
+    `compile_seconds`)."""
     timed = step if steps_timed is None else steps_timed
-    left = round(max(seconds - compile_seconds, 0.0) / max(timed, 1) * (run_steps - step))
+    spent = seconds - compile_seconds if seconds_timed is None else seconds_timed
+    left = round(max(spent, 0.0) / max(timed, 1) * (run_steps - step))
     compiling = f" ({compile_seconds:.1f} s of it compiling)" if compile_seconds else ""
     return (f"step {step:,} of {run_steps:,} after {seconds:.1f} s{compiling}: about {timedelta(seconds=left)} to go "
             "at this pace (a line at each evaluation)")
@@ -224,6 +226,13 @@ class LossTable:
         return len(self.rows) if self.most_rows is None else min(len(self.rows), max(1, self.most_rows))
 
     @property
+    def version(self) -> tuple:
+        """What the table's drawing depends on besides the width it is drawn at, which changes whenever the drawing
+        would (a row added, the rows that fit, the legend's batches, dtype or ln(V), the narrow form): the live display
+        lays the table out again only when it changes (Laid), not at each of its redraws."""
+        return (len(self.rows), self.most_rows, self.narrow, self.vocab_size, self.dtype, self.eval_batches)
+
+    @property
     def overfitting(self) -> bool:
         """The validation loss rose at each of the last OVERFIT_RISES evaluations."""
         last = self.val_losses[-(OVERFIT_RISES + 1):]
@@ -311,13 +320,16 @@ class CompareTable:
         self.by_bpc = by_bpc
         self.rows: dict[int, dict[str, object]] = {}
         self.stopped: dict[str, int] = {}  # a contender that diverged: the step of its last evaluation
+        self.version = 0  # changed at each change (add, stop): the live display lays the table out again (Laid)
 
     def add(self, evaluation) -> None:
         self.rows.setdefault(evaluation.step, {})[evaluation.label] = evaluation
+        self.version += 1
 
     def stop(self, label: str) -> None:
         """`label` diverged: the rows after its last evaluation say so once, and find their best among the rest."""
         self.stopped[label] = max((step for step, row in self.rows.items() if label in row), default=0)
+        self.version += 1
 
     def __rich_console__(self, console: Console, options):
         table = self.table(with_labels=True)
@@ -402,7 +414,9 @@ class Redrawn:
 
     def __init__(self, renderable=None):
         self.renderable = renderable if renderable is not None else Group()
-        self._drawn: tuple[int, list[int]] | None = None  # the width of the last drawing, and its lines' lengths
+        # the width of the last drawing, and its lines: measured only where a narrower terminal needs their lengths
+        # (each line's cells counted at every redraw cost as much as the rest of a still table's redraw)
+        self._drawn: tuple[int, list] | None = None
 
     def forget(self) -> None:
         """The last drawing was erased (a Ctrl-Z's pause): a narrower terminal has none of its rows to go up over."""
@@ -412,11 +426,19 @@ class Redrawn:
         self.renderable = renderable
         return self
 
+    def lines(self, console: Console, options) -> list:
+        """The view's lines: where it begins with a still part (Laid, training_view), that part's kept lines as they
+        are, and the rest laid out; laid out as a Group, the kept lines were split into lines again at each redraw."""
+        parts = self.renderable.renderables if isinstance(self.renderable, Group) else []
+        if parts and isinstance(parts[0], Laid):
+            return parts[0].lines(console, options) + console.render_lines(Group(*parts[1:]), options, pad=False)
+        return console.render_lines(self.renderable, options, pad=False)
+
     def __rich_console__(self, console: Console, options):
         from rich.control import Control
         from rich.segment import ControlType, Segment
 
-        lines = console.render_lines(self.renderable, options, pad=False)
+        lines = self.lines(console, options)
         width = options.max_width
         for _ in range(3):
             # The terminal narrowed while these lines were laid out (a drawing takes tens of milliseconds on a loaded
@@ -427,17 +449,56 @@ class Redrawn:
             if now >= width:
                 break
             width, options = now, options.update_width(now)
-            lines = console.render_lines(self.renderable, options, pad=False)
+            lines = self.lines(console, options)
         if self._drawn is not None and width < self._drawn[0]:
-            rows = sum(max(1, -(-length // width)) for length in self._drawn[1])  # each line's rows, reflowed
+            lengths = [Segment.get_line_length(line) for line in self._drawn[1]]
+            rows = sum(max(1, -(-length // width)) for length in lengths)  # each line's rows, reflowed
             extra = rows - len(self._drawn[1])  # Live goes up over as many rows as it drew: these are the others
             if extra > 0:
                 yield Control(*((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * extra)
-        self._drawn = (width, [Segment.get_line_length(line) for line in lines[: options.size.height]])
+        self._drawn = (width, lines[: options.size.height])
         for k, line in enumerate(lines):
             if k:
                 yield Segment.line()
             yield from line
+
+
+class Laid:
+    """A part of a live display that changes only now and then (the loss table and a watched frame above the bar),
+    laid out once and its lines drawn as they are at each redraw, where only the bar under it moved.
+
+    The display redraws several times a second, and each redraw laid the whole view out again: the table rebuilt with
+    its legend, the frame too, 4 ms at 1 row to 26 ms at 30 (100 x 40), on the drawing thread, which holds the GIL
+    while the steps run (a 15-row run's tokens/s read 13% lower in a terminal than through a pipe). The lines are
+    kept for the options they were laid out with (the width and height: a terminal resized gets its own layout) and
+    the `version` of what they show (LossTable.version), read before laying out, so that a change made meanwhile lays
+    them out again at the next redraw. The run's table keeps one across views (training_view), each frame has its own.
+    """
+
+    def __init__(self, renderable, version=lambda: None):
+        self.renderable = renderable
+        self.version = version
+        self._laid: tuple | None = None  # the options and version last laid out for, and the lines
+
+    def lines(self, console: Console, options) -> list:
+        version = self.version()
+        # the display's redraws (console.print) give no_wrap None where console.options, which training_view fits the
+        # view with, gives False: alike, so that the fit's layout is the redraws' too
+        options = options.update(no_wrap=bool(options.no_wrap))
+        laid = self._laid
+        if laid is not None and laid[1] == version and laid[0] == options:  # ConsoleOptions compare field by field
+            return laid[2]
+        lines = console.render_lines(self.renderable, options, pad=False)
+        self._laid = (options, version, lines)
+        return lines
+
+    def __rich_console__(self, console: Console, options):
+        from rich.segment import Segment
+
+        new_line = Segment.line()
+        for line in self.lines(console, options):
+            yield from line
+            yield new_line
 
 
 PAUSE_WAIT = 0.5  # seconds a Ctrl-Z's pause waits for a drawing under way to end: far longer than a drawing takes
@@ -533,6 +594,7 @@ class RichReporter(Reporter):
         self._progress: Progress | None = None
         self._task = None
         self._table: LossTable | None = None
+        self._table_laid: Laid | None = None  # the live display's layout of it (training_view)
         self._frame = None  # the latest frame of :train watch=, drawn under the loss table
         self._frames_printed = False  # a frame printed as it came (self.lines), the last one of them the result's last
         self._compare: CompareTable | None = None
@@ -552,6 +614,9 @@ class RichReporter(Reporter):
         self._rows_at: list[tuple[float, int]] = []  # when each evaluated row came (time.monotonic()), and its step
         self._began, self._paced = time.monotonic(), False  # the run's start; whether a log has its pace yet
         self._first_step = 0  # the run's steps done before this call (on_train_start): not in this call's seconds
+        # when this call's first step ended, and the compile's seconds and steps by then (on_step): a log's pace is
+        # read from the steps after it, as the bar's eta is
+        self._first_done: tuple[float, float, int] | None = None
         # the run's steps that compiled the model (compile=on) and their seconds, which a log's eta and pace leave out
         self._compile_seconds, self._compile_steps = 0.0, 0
 
@@ -570,6 +635,7 @@ class RichReporter(Reporter):
         self._began, self._paced = time.monotonic(), False  # a log's pace line (on_step), once a run
         self._first_step = start_step if 0 <= start_step <= run_steps else 0
         self._compile_seconds, self._compile_steps = 0.0, 0
+        self._first_done = None
         if not self.live:
             return
         self._bar_columns = self._train_columns
@@ -583,7 +649,10 @@ class RichReporter(Reporter):
         self._vocab_size = None
         self._frame = None
         self._shown = Redrawn()
-        self._start_live(8)
+        # 4 redraws a second, as :compare's and the other bars' (it was 8): the bar's count, loss and tokens/s change
+        # at each step, which at 8 a second passed faster than they can be read (a small model's 0.13 s steps), and
+        # each redraw still writes the whole view for the terminal to parse, on the cores the steps run on
+        self._start_live(4)
         self._refresh()
 
     def _start_live(self, per_second: int) -> None:
@@ -707,24 +776,25 @@ class RichReporter(Reporter):
         self._fit_bar()
         if self._table is not None:  # the width now: a table begun on a narrowed terminal stayed narrow once widened
             self._table.narrow = self.console.width < NARROW
-        parts = [self._table] if self._table is not None else []
+        table = self._table
+        if table is not None and (self._table_laid is None or self._table_laid.renderable is not table):
+            # one for the run's table, kept across views: the frame that comes after an evaluation's row (watch=)
+            # makes a new view, and laid out again there the table took as long as at the row
+            self._table_laid = Laid(table, lambda: table.version)
+        parts = [self._table_laid] if table is not None else []
         frame = None
         if self._frame is not None:  # room left for the table's headings, a few rows and the bar
-            frame = watch_view(self._frame, self.console.width, unscaled(self.console),
-                               height=self.console.height - FRAME_LEAVES, screen=self.console.height)
+            # laid out once here (Laid), for the fit below, the display's redraws and the fallbacks alike
+            frame = Laid(watch_view(self._frame, self.console.width, unscaled(self.console),
+                                    height=self.console.height - FRAME_LEAVES, screen=self.console.height))
             parts.append(frame)
         bar = [self._progress] if self._progress is not None else []
-        view = Group(*parts, *bar)
+        # what stays still between evaluations, laid out once for the display's redraws, which draw the bar anew
+        still = Laid(Group(*parts), (lambda: table.version) if table is not None else (lambda: None))
+        view = Group(still, *bar)
         if self._table is not None:  # the live display cuts what is below the screen: the frame, then the bar
             room = self.console.height - 1  # and the cursor
-            # no more rows than lines on the screen are laid out to begin with: all of a long run's (1,000
-            # evaluations) took a third of a second at each evaluation, more than the steps between them
-            self._table.most_rows = room
-            for _ in range(2):  # the oldest rows give way; then as many more as the line saying so takes
-                over = len(self.console.render_lines(view, pad=False)) - room
-                if over <= 0:
-                    break
-                self._table.most_rows = self._table.shown_rows - over
+            self._fit_rows(view, room)
             if self._progress is not None and len(self.console.render_lines(view, pad=False)) > room:
                 # the table and the frame do not fit together (watch=heads or embed on 80x24 showed the bar alone,
                 # the whole run): the frame, which says its step and val loss, with the bar; too low for even that
@@ -732,10 +802,35 @@ class RichReporter(Reporter):
                 alone = Group(frame, self._progress) if frame is not None else None
                 fits = alone is not None and len(self.console.render_lines(alone, pad=False)) <= room
                 view = alone if fits else Group(self._progress)
-                told = Group(frame, Words(Text(TABLE_HIDDEN, style="dim")), self._progress)
+                told = Group(Laid(Group(frame, Words(Text(TABLE_HIDDEN, style="dim")))), self._progress)
                 if fits and len(self.console.render_lines(told, pad=False)) <= room:  # the table unseen, said so
                     view = told
         return view
+
+    def _fit_rows(self, view, room: int) -> None:
+        """The loss table's rows that let `view` fit `room` lines: its oldest give way.
+
+        The lines are counted on the console's options, which the display's redraws are laid out with too (Laid), so
+        that the layout that fits is the one they draw and the check after this reuses it. It begins from the rows
+        of the last fit, which a new row leaves as they were where the screen did not change: a table longer than the
+        screen was laid out 2 or 3 times at each evaluation, first with as many rows as the screen has lines. No more
+        rows than that are laid out to begin with: all of a long run's (1,000 evaluations) took a third of a second
+        at each evaluation, more than the steps between them."""
+        table = self._table
+        table.most_rows = room if table.most_rows is None else min(room, table.most_rows)
+        fitted = None  # rows known to fit, where more were tried
+        for _ in range(3):
+            over = len(self.console.render_lines(view, pad=False)) - room
+            hidden = len(table.rows) - table.shown_rows
+            if over > 0 and fitted is not None:  # the rows added took more lines than there were: back to the fit
+                table.most_rows = fitted
+                break
+            if over > 0:  # the oldest rows give way; then as many more as the line saying so takes
+                table.most_rows = table.shown_rows - over
+            elif over < 0 and hidden and fitted is None:  # lines to spare (a taller screen, a shorter frame): more
+                fitted, table.most_rows = table.shown_rows, table.shown_rows + min(-over, hidden)
+            else:
+                break
 
     def _refresh(self) -> None:
         if self._live is not None:
@@ -772,16 +867,25 @@ class RichReporter(Reporter):
         if compiled := getattr(info, "compile_seconds", None):  # the step that compiled: no pace to read from it
             self._compile_seconds += compiled
             self._compile_steps += 1
+        if self._first_done is None:  # this call's first step, which sets the run up (1.05 s where later ones took
+            # 0.13): a pace read with it said "about 0:00:20 to go" with 16 s left
+            self._first_done = (time.monotonic(), self._compile_seconds, self._compile_steps)
         if self.lines and info.val_loss is not None:
             say(self.console, progress_line(info, self._compile_seconds, self._compile_steps))
             self._paced = True  # an evaluation's line gives the pace from here on
         elif self.lines and not self._paced and 0 < info.run_step < info.run_steps:
             # FIRST_SIGN seconds of steps at the run's pace: not the compiling step alone, which said "0:12:45 to
             # go" of a run 10 s from its end (a log said "compiling the model" before it: core.precision)
-            seconds = time.monotonic() - self._began
+            now = time.monotonic()
+            seconds = now - self._began
             timed = info.run_step - self._first_step - self._compile_steps
             if timed > 0 and seconds - self._compile_seconds >= FIRST_SIGN:
-                say(self.console, pace_line(info.run_step, info.run_steps, seconds, self._compile_seconds, timed))
+                # the steps after the first where there are some, less any that compiled; else this call's steps
+                at, compiled, compiling = self._first_done
+                after = info.run_step - self._first_step - 1 - (self._compile_steps - compiling)
+                spent = now - at - (self._compile_seconds - compiled) if after > 0 else None
+                say(self.console, pace_line(info.run_step, info.run_steps, seconds, self._compile_seconds,
+                                            after if after > 0 else timed, spent))
                 self._paced = True
         if self._progress is None:
             return
@@ -821,8 +925,14 @@ class RichReporter(Reporter):
         # evaluations it showed no ETA (fewer than two samples in Rich's speed window).
         self._bar_columns = lambda form: self._labelled_columns(None, form)  # "compare", or the evaluation under way
         self._new_bar("compare", total=len(labels) * seeds * steps, completed=0)
-        self._shown = Redrawn(Group(self._compare, self._progress))
+        self._shown = Redrawn(self._compare_view())
         self._start_live(4)
+
+    def _compare_view(self) -> Group:
+        """The comparison's table, laid out once a change (Laid: it tried up to 5 forms of it to fit, at each of the
+        4 redraws a second), over its bar."""
+        compare = self._compare
+        return Group(Laid(compare, lambda: compare.version), self._progress)
 
     def on_compare_step(self, done: int, total: int) -> None:
         if self._progress is not None:
@@ -846,7 +956,7 @@ class RichReporter(Reporter):
             accuracy = f", accuracy {fmt.pct(e.accuracy)}" if e.accuracy is not None else ""
             say(self.console, f"{e.label} step {e.step:,}: val loss {loss}{bpc}{accuracy}")
         if self._live is not None:
-            self._live.update(self._shown.showing(Group(self._compare, self._progress)))
+            self._live.update(self._shown.showing(self._compare_view()))
 
     def on_compare_diverged(self, label: str) -> None:
         self._compare.stop(label)
@@ -854,7 +964,7 @@ class RichReporter(Reporter):
             going = [other for other in self._compare.labels if other not in self._compare.stopped]
             say(self.console, f"{label} diverged: it stops here" + (", the others go on" if going else ""))
         if self._live is not None:
-            self._live.update(self._shown.showing(Group(self._compare, self._progress)))
+            self._live.update(self._shown.showing(self._compare_view()))
 
     # other long work -----------------------------------------------------------------------------
     def _say_quarter(self, what: str, done: int, total: int) -> None:
