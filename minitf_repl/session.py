@@ -127,7 +127,9 @@ def set_random_states(states: tuple | None) -> None:
     import torch
 
     if states is None:
-        torch.set_rng_state(torch.Generator().get_state())  # a new generator starts from the default seed, as import
+        # torch was not imported before: the caller had drawn nothing to keep; a new generator's state (torch's default
+        # seed; an import seeds the process's own from the system's randomness) leaves no trace of the session's
+        torch.set_rng_state(torch.Generator().get_state())
         return
     cpu, cuda, mps = states
     torch.set_rng_state(cpu)
@@ -476,11 +478,17 @@ class Session:
         # Within a command (dispatch.run_command) the generators are this session's own (own_random), so the seed
         # starts this session's stream; a build outside any command (a caller's `session.trainer` in Python, who then
         # calls trainer.run() on the process's generators) seeds the process's, as it always has: swapped out there,
-        # the caller's run drew from an unseeded stream and two builds with one seed trained differently
+        # the caller's run drew from an unseeded stream and two builds with one seed trained differently. There the
+        # session's own state, if a command had kept one (a Lab's settings= run :set), is dropped, and its next
+        # command starts from the process's, just seeded: kept, it swapped back in an unseeded stream from before
+        # the build (torch starts each process from a seed of its own), and `lab.model` read before a Lab's first
+        # :train moved that run's dropout masks from process to process
         with cut_short():
             torch.manual_seed(self.train_config.seed)
             model = MiniTransformerLM(config).to(device)
             trainer = Trainer(model, data, self.train_config, device)
+        if not self._random_depth:
+            self._random = None
         trainer.threads = self.threads
         for line in self._said:
             trainer.already_noted(line)

@@ -94,6 +94,24 @@ def test_a_labs_dropout_stream_is_its_own():
         torch.set_rng_state(kept)
 
 
+def test_a_labs_model_read_before_its_first_line_leaves_its_numbers_as_they_are():
+    """`lab.model` before a Lab's first :train builds outside any command, seeding the process's generators; the
+    session's own state, kept by its settings' :set, swapped an unseeded stream back in at the :train, whose masks
+    then moved with whatever state the process (or the caller) had before (T6's finding: four processes, four
+    losses). The caller's seed stands in for a new process's."""
+    kept = torch.get_rng_state()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            expected = losses(Lab(data="sort:4", settings=SMALL))
+            for caller_seed in (1, 2):
+                torch.manual_seed(caller_seed)
+                lab = Lab(data="sort:4", settings=SMALL)
+                assert sum(p.numel() for p in lab.model.parameters()) > 0  # built outside any command
+                assert losses(lab) == expected, caller_seed
+    finally:
+        torch.set_rng_state(kept)
+
+
 def test_main_called_from_python_leaves_the_callers_random_state_and_threads(monkeypatch):
     kept = torch.get_rng_state()
     try:
