@@ -48,7 +48,8 @@ def _called(argv: list[str]) -> int:
     from .core.threads import threads_kept
     from .session import random_kept
 
-    kept, pipe = sys.argv, vars(Console)["on_broken_pipe"]
+    # an older Rich (13.7, which pyproject allows) has no on_broken_pipe of its own: then the shell's is taken off again
+    kept, pipe = sys.argv, vars(Console).get("on_broken_pipe")
     sys.argv = ["minitf", *argv]
     try:
         with threads_kept(), random_kept():
@@ -57,7 +58,10 @@ def _called(argv: list[str]) -> int:
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 1
     finally:
         sys.argv = kept
-        Console.on_broken_pipe = pipe
+        if pipe is not None:
+            Console.on_broken_pipe = pipe
+        elif "on_broken_pipe" in vars(Console):
+            del Console.on_broken_pipe
     return 0
 
 

@@ -239,7 +239,9 @@ class Session:
         """Within the block, torch's global random generators are this session's own: its state is swapped in, and
         on the way out kept and the caller's put back, so that this session's stream moves only with its own draws
         and other sessions' and the caller's do not move with it. Nested blocks (a build inside a command) are one.
-        Not thread-safe: a session runs one command at a time."""
+        Not thread-safe: a session runs one command at a time. A CUDA generator that starts within the block (the
+        first command on a GPU) has no state of the caller's to put back: the caller's goes on from the session's
+        (docs/code.md says so); from then on both are kept apart."""
         if self._random_depth:
             yield
             return

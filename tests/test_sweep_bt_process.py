@@ -141,3 +141,28 @@ def test_minitf_products_is_read_at_each_choice_not_once(monkeypatch):
     monkeypatch.setenv(fastpath.PRODUCTS_ENV, "torch")
     assert fastpath.onednn_faster() is False  # was the first value's answer, cached: :device named MKL's, ran oneDNN
     assert fastpath.products_kernel() == "MKL"
+
+
+def test_main_called_from_python_works_with_a_rich_that_has_no_broken_pipe_handler(monkeypatch):
+    """pyproject allows Rich 13.7, whose Console has no on_broken_pipe: main([...]) read it with vars()[...] to put
+    it back, and every call from Python ended in KeyError (the reviewer's finding). The shell's is taken off again."""
+    monkeypatch.delattr(Console, "on_broken_pipe", raising=False)
+    assert quiet_main(["--version"]) == 0
+    assert "on_broken_pipe" not in vars(Console)
+
+
+def test_a_command_that_needs_no_torch_does_not_wait_for_its_import(monkeypatch):
+    """The REPL imports torch in the background while the prompt is up; :help, :set and :config need no torch and
+    must not wait for it. Reading the generators' state for every command (the session's own stream) imported it:
+    1.25 s after the prompt (the reviewer's finding). Such a command reads no random state."""
+    from minitf_repl import session as session_module
+    from minitf_repl.dispatch import run_command
+    from minitf_repl.session import Session
+
+    read = []
+    monkeypatch.setattr(session_module, "random_states", lambda: read.append(1))
+    s = Session(data_spec="sort:4")
+    for line in ("help", "config"):
+        run_command(s, line)
+    run_command(s, "set", {"lr": "0.01"})
+    assert read == []
