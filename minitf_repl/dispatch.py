@@ -104,10 +104,8 @@ def run_command(session, command: Command | str, args: dict | None = None, repor
     if session is not None:  # a build of many seconds is said before it starts (Session._new_model)
         session.on_build = reporter.notice
     # torch's random generators are the session's own for the command's length (Session.own_random): another
-    # session's commands, or a caller's draws between them, leave this one's masks as they were. Not for a command
-    # that needs no torch (:help, :set, :config), which draws nothing: reading the generators' state there waited for
-    # the REPL's background import of torch (1.25 s after the prompt), which such a command is made not to wait for
-    own = getattr(session, "own_random", None) if command.needs_torch else None
+    # session's commands, or a caller's draws between them, leave this one's masks as they were
+    own = getattr(session, "own_random", None)
     try:
         with own() if own is not None else contextlib.nullcontext():
             return command.func(session, values, reporter)

@@ -110,12 +110,14 @@ BUILD_NOTICE_PARAMETERS = 50_000_000  # a model of this many parameters takes se
 
 def random_states() -> tuple | None:
     """torch's global random states (CPU; each CUDA device's where CUDA has started; an Apple GPU's), or None where
-    torch is not imported yet: nothing has drawn from them, and a command that needs no torch must not import it."""
+    torch is not imported yet: nothing has drawn from them, and a command that needs no torch must not import it.
+    Nor wait for it: while the REPL's background thread imports torch, it is in sys.modules already, and `import
+    torch` here waited for the import to end (:help right after the prompt took 1.25 s); None then too."""
     import sys
 
-    if "torch" not in sys.modules:
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(getattr(torch, "__spec__", None), "_initializing", False):
         return None
-    import torch
 
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # never starts CUDA for this
     mps = torch.mps.get_rng_state() if torch.backends.mps.is_available() else None
