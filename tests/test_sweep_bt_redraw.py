@@ -142,19 +142,18 @@ def test_a_watched_frame_is_laid_out_once_a_frame_not_at_each_redraw(laid, monke
 
 def test_a_logs_pace_leaves_the_first_steps_set_up_out(monkeypatch):
     """The first step set the run up for 1.05 s, later ones took 0.13 s: the pace counted it with them."""
-    clock = [100.0]
-    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
-    console = Console(file=io.StringIO(), width=300, color_system=None)
-    reporter = live.RichReporter(console, live=False, lines=True)
+    from test_sweep_bq_pace import fake_clock_reporter, step_info as paced
+
+    clock, console, reporter = fake_clock_reporter(monkeypatch, width=300)
     reporter.on_train_start(150, 0, False)
     clock[0] += 1.05
-    reporter.on_step(_info(1, run_steps=150))
+    reporter.on_step(paced(1, 150, 1.05))
     step = 1
     while not console.file.getvalue():
         step += 1
         clock[0] += 0.13
-        reporter.on_step(_info(step, run_steps=150))
-    # 31 steps after the first in 4.03 s: the 119 left take 15.5 s (it said "about 0:00:19": the 1.05 s spread over
+        reporter.on_step(paced(step, 150, 1.05 + 0.13 * (step - 1)))
+    # 31 steps after the first in 4.03 s: the 118 left take 15.3 s (it said "about 0:00:19": the 1.05 s spread over
     # all 32 steps)
     assert console.file.getvalue().splitlines() == [
         "step 32 of 150 after 5.1 s: about 0:00:15 to go at this pace (a line at each evaluation)"], \

@@ -505,7 +505,7 @@ def render_compare(result: CompareResult, console: Console) -> None:
         if shares:
             rates.append("-" if o.mfu is None else share_words(o.mfu))
         add_row(facts, label, fmt.whole(o.n_params), speed, *rates, took, *right, changes)
-        used = utilisation(o, result.on_cpu, result.steps * result.seeds)
+        used = utilisation(o, result.on_cpu)
         lines.append(label + Text(f": {count(o.n_params, 'parameter')}, {speed} tokens/s, "
                                   + (f"{used}, " if used else "") + f"{took}"
                                   + (f", accuracy {right[0]}" if right else "")
@@ -573,14 +573,15 @@ def render_compare(result: CompareResult, console: Console) -> None:
 BLEW_UP = 2.0  # a val loss over this many times ln V: a run that blew up, though its numbers stayed finite
 
 
-def utilisation(outcome: Outcome, on_cpu: bool, timed: int) -> str | None:
+def utilisation(outcome: Outcome, on_cpu: bool) -> str | None:
     """A contender's "55 GFLOP/s, 32% of this CPU's float32 products (MFU)", in :train's words (core.peak); None
-    where it has no rate. `timed`: the steps the comparison timed each contender for (steps x seeds)."""
+    where it has no rate. Of the steps it was timed for (Outcome.timed_steps), which a stop or a divergence leaves
+    fewer than the steps asked for: the share's rule decides on those, so do its words for none."""
     if outcome.gflops is None:
         return None
     from ..core.peak import utilisation_words
 
-    return utilisation_words(outcome.gflops, outcome.mfu, on_cpu, outcome.dtype, timed)
+    return utilisation_words(outcome.gflops, outcome.mfu, on_cpu, outcome.dtype, outcome.timed_steps)
 
 
 def flops_note(result: CompareResult) -> str:
@@ -597,8 +598,14 @@ def flops_note(result: CompareResult) -> str:
         processor = "CPU" if result.on_cpu else "GPU"
         words += (f"; MFU: each one's share of this {processor}'s {of} at a square product ({named('device')} "
                   f"measures it): a bigger model's fewer tokens/s can be a better use of the {processor}")
-    elif result.steps * result.seeds < MIN_TIMED_STEPS:
-        words += "; no MFU of one timed step: too few to tell a steady rate from one step's set-up and noise"
+    # of the steps each contender was timed for, not those asked for: a stop, or a contender diverged after one step
+    rated = [o for o in result.outcomes if o.gflops is not None]
+    short = [o.label for o in rated if o.mfu is None and o.timed_steps < MIN_TIMED_STEPS]
+    why = "too few to tell a steady rate from one step's set-up and noise"
+    if short and len(short) == len(rated):
+        words += f"; no MFU of one timed step: {why}"
+    elif short:
+        words += f"; no MFU of {', '.join(short)}: one timed step, {why}"
     return words
 
 

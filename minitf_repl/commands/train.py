@@ -701,8 +701,9 @@ def _utilisation(session: Session, result: TrainResult) -> None:
     on a 2-core CPU and 0.25 s at most (core.peak), against a run that takes seconds; a thread count auto moves to
     later measures again at its first run. Not under torchrun: each process would time its product against the
     others' steps, and one process's speed is not the launch's. Not of one timed step (core.peak.MIN_TIMED_STEPS:
-    its time holds its one-off set-up, `minitf train steps=1` read 11% where the steady steps ran at 48%): the rate
-    is given, the share is not, and no peak is measured for a share that will not be said."""
+    its time holds its one-off set-up, `minitf train steps=1` read 11% where the steady steps ran at 48%), nor of two
+    whose first was such a warm-up (core.peak's rule: one steady step after it is as few): the rate is given, the
+    share is not, and no peak is measured for a share that will not be said."""
     if not result.steps or not result.tokens_per_second:
         return
     if result.compile_seconds is not None and result.steps == 1:
@@ -713,7 +714,7 @@ def _utilisation(session: Session, result: TrainResult) -> None:
     result.flops_per_token = training_flops_per_token(session.model, training_length(session)
                                                       or session.model_config.max_seq_len)
     result.gflops = result.flops_per_token * result.tokens_per_second / 1e9
-    if result.launch is not None or timed_steps(result) < MIN_TIMED_STEPS:
+    if result.launch is not None or timed_steps(result) < MIN_TIMED_STEPS or too_few_after_warm_up(result):
         return
     peak = product_speed_or_none(session.trainer.device, result.dtype, again=False)
     # a run faster than the peak means the peak was misread: neither is said (share_of_peak: no share over 100%)
@@ -737,20 +738,47 @@ def flops_legend(result: TrainResult) -> str:
     return words + (f"; {warm}" if (warm := first_step_words(result)) else "")
 
 
+def _rate_after_warm_up(result: TrainResult) -> tuple[float, float] | None:
+    """(the tokens/s of the run's steps after its first, the first's own), where its first step was a warm-up that
+    pulls the run's rate down (core.peak.without_first_step); None where it was not, where this cannot be told, or
+    under compile=on (its compiling step is timed apart already, and the steps after it are warm).
+
+    The first step's own rate is its row's, read only where the curve's first row is this command's first step:
+    there no evaluation has pooled it (core.train's stretch of an evaluated row starts at the command's first step,
+    so that row's rate is of that step alone). A curve thinned to CURVE_ROWS (199 evaluations or more) can begin at
+    a later, evaluated row, whose rate is pooled over the steps since the last evaluation: no words from it."""
+    if result.compile_seconds is not None or not result.curve or not result.tokens_per_second:
+        return None
+    row = result.curve[0]
+    if row.get("step") != result.total_steps - result.steps + 1:
+        return None
+    from ..core.peak import without_first_step
+
+    first = row.get("tokens_per_second") or 0.0
+    later = without_first_step(result.tokens_per_second, first, result.steps)
+    return None if later is None else (later, first)
+
+
+def too_few_after_warm_up(result: TrainResult) -> bool:
+    """The run's first step was a warm-up and fewer than core.peak.MIN_TIMED_STEPS steps came after it: no share of
+    the run's rate, nor of the later steps' (core.peak's rule), as for one timed step."""
+    from ..core.peak import MIN_TIMED_STEPS
+
+    return result.steps - 1 < MIN_TIMED_STEPS and _rate_after_warm_up(result) is not None
+
+
 def first_step_words(result: TrainResult) -> str | None:
     """Where the run's first step was a warm-up that pulls its rate down (core.peak.without_first_step), what it took
     and the rate of the steps after it: "its first step, one-off set-up and all, took 74% of the steps' time: the 3
     after it ran at 15 GFLOP/s, 42% (MFU)". The run's own figures stay of all its steps (they are what tokens/s is
     of, and --json's); a few steps in a new process read far below the steady rate, and this says why and by how
-    much. Not under compile=on: its compiling step is timed apart already, and the steps after it are warm."""
-    if result.gflops is None or result.compile_seconds is not None or not result.curve:
+    much. Not under compile=on: its compiling step is timed apart already, and the steps after it are warm. No share
+    of fewer than MIN_TIMED_STEPS later steps (the run's summary then gives none either)."""
+    if result.gflops is None or (rates := _rate_after_warm_up(result)) is None:
         return None
-    from ..core.peak import flop_rate_words, share_of_peak, share_words, without_first_step
+    from ..core.peak import flop_rate_words, share_of_peak, share_words
 
-    first = result.curve[0].get("tokens_per_second")  # the first step's own rate: no evaluation before it pooled it
-    later = without_first_step(result.tokens_per_second, first or 0.0, result.steps)
-    if later is None:
-        return None
+    later, first = rates
     gflops = result.flops_per_token * later / 1e9
     share = share_of_peak(gflops, result.peak_gflops, result.steps - 1)
     took = result.tokens_per_second / (result.steps * first)  # its seconds over all the steps' seconds
@@ -766,7 +794,8 @@ def utilisation_words(result: TrainResult) -> str | None:
         return None
     from ..core.peak import utilisation_words as words
 
-    return words(result.gflops, result.mfu, result.cpu is not None, result.dtype, timed_steps(result))
+    return words(result.gflops, result.mfu, result.cpu is not None, result.dtype, timed_steps(result),
+                 after_compile=result.compile_seconds is not None, first_warm_up=too_few_after_warm_up(result))
 
 
 # An lr setting under this share of the lowest rate its optimizer's recipes train at is far below its usual range:

@@ -114,6 +114,9 @@ class Outcome:
     # be measured, under torchrun, where one step alone was timed, or where it went faster than the peak (misread)
     peak_gflops: float | None = None
     mfu: float | None = None  # gflops / peak_gflops (0.32: 32%): its model FLOPs utilisation; null where either is
+    # the steps its tokens/s is of, over all its seeds (a stop, or a divergence, leaves fewer than steps x seeds): what
+    # decides whether a share is said (core.peak.MIN_TIMED_STEPS), here and in the view's words for none; 0: none timed
+    timed_steps: int = field(default=0, metadata={"view_only": True})
 
     @property
     def final(self) -> Evaluation | None:
@@ -336,11 +339,12 @@ def _utilisation(outcome: Outcome, tokens: int, device) -> None:
     if outcome.tokens_per_second is None or outcome.flops_per_token is None:
         return
     outcome.gflops = outcome.flops_per_token * outcome.tokens_per_second / 1e9
-    timed = tokens // outcome.tokens_per_step if outcome.tokens_per_step else 0  # steps over all its seeds
-    if timed < MIN_TIMED_STEPS or distributed.world_size() > 1:
+    # steps over all its seeds, as timed: not the planned steps x seeds, which a stop or a divergence cuts short
+    outcome.timed_steps = tokens // outcome.tokens_per_step if outcome.tokens_per_step else 0
+    if outcome.timed_steps < MIN_TIMED_STEPS or distributed.world_size() > 1:
         return
     peak = product_speed_or_none(device, outcome.dtype, again=False)
-    if (mfu := share_of_peak(outcome.gflops, peak.gflops if peak else None, timed)) is not None:
+    if (mfu := share_of_peak(outcome.gflops, peak.gflops if peak else None, outcome.timed_steps)) is not None:
         outcome.peak_gflops, outcome.mfu = peak.gflops, mfu
 
 
