@@ -117,7 +117,9 @@ def test_train_fields_are_null_where_unknown(checkpoint_dir, known_peak, monkeyp
         raise RuntimeError("no kernel")
 
     monkeypatch.setattr(peak, "measure_product_speed", broken)
-    result = run(tiny_session(data="pydoc", steps=2, eval_every=2), ":train")  # never fails for want of a peak
+    # never fails for want of a peak; three steps: of two, a first step that was mostly set-up (a new session's)
+    # leaves one after it, too few for a share whatever the peak, and the summary says that instead (core.peak)
+    result = run(tiny_session(data="pydoc", steps=3, eval_every=3), ":train")
     assert result.gflops > 0 and result.peak_gflops is None and result.mfu is None
     text = plain(result, width=400)
     assert f"tokens/s, {peak.flop_rate_words(result.gflops)}, float32" in text and "(MFU)" not in text

@@ -173,7 +173,8 @@ class TrainResult:
     # this device's speed at a square product in the run's dtype at its thread count (core.peak), in GFLOP/s: measured
     # by :device, or at the end of the first run without such a measurement; null under torchrun (one process's speed
     # is not the launch's), where it could not be measured, where the run went faster than it (a peak misread on a
-    # busy machine: :device measures it again), or where one step alone was timed (core.peak.MIN_TIMED_STEPS)
+    # busy machine: :device measures it again), or where too few steps free of one-off set-up were timed
+    # (core.peak.MIN_TIMED_STEPS)
     peak_gflops: float | None = None
     # gflops / peak_gflops (0.32: 32%), of all the timed steps, a first step's warm-up included; null where either is
     mfu: float | None = None
