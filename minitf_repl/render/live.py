@@ -603,6 +603,9 @@ class RichReporter(Reporter):
         self._bar_form: str | None = None  # the bar's form shown (_fit_bar); None: no bar
         self._bar_columns = self._train_columns  # the columns of the bar shown, in a form (_bar_form_now)
         self._shown = Redrawn()  # what the live display shows
+        # the console's size (columns, lines) the training view was last fitted for (training_view): a terminal
+        # resized since is refitted between steps (_refit), not only at the next evaluation, minutes away
+        self._fitted_size: tuple | None = None
         self._quarters: dict[str, int] = {}  # a dumb terminal: the quarters of each long work said (on_progress)
         self._progress_began: dict[str, float] = {}  # when each work's first on_progress came
         self._bar_label: str | None = None  # what on_progress's bar is labelled now
@@ -688,6 +691,8 @@ class RichReporter(Reporter):
             self._paused = False
             self._shown.forget()  # its last drawing is gone from the screen: no rows of it to erase (Redrawn)
             self._open_live()  # drawn by its own thread: a drawing here could wait on a lock the interrupted code holds
+            # not refitted here for a terminal resized while stopped: in a signal handler the view's layout could run
+            # over a table or bar the interrupted step was changing; the next step or evaluation batch does (_refit)
         self._cursor(False)
 
     def _back_in_front(self) -> None:
@@ -773,6 +778,8 @@ class RichReporter(Reporter):
 
     def training_view(self) -> Group:
         """What the live display shows while training: the loss table, the watched view under it, the bar."""
+        # read before the layout: a resize during it differs from this, so the next step lays out again (_refit)
+        self._fitted_size = self.console.size
         self._fit_bar()
         if self._table is not None:  # the width now: a table begun on a narrowed terminal stayed narrow once widened
             self._table.narrow = self.console.width < NARROW
@@ -844,6 +851,15 @@ class RichReporter(Reporter):
             self._frames_printed = True
         self._refresh()
 
+    def _refit(self) -> None:
+        """The training view laid out again where the terminal was resized since it was fitted (training_view): the
+        table's narrow form, its rows that fit, a watched frame's width and the bar's form followed the terminal only at
+        an evaluation, so a widened one kept the narrow table and a shortened one cut the bar off ("..."), for minutes.
+        Called on the training thread, between steps and evaluation batches: reading the size is a cheap ioctl, and
+        once refitted the sizes match again, so the kept layouts (Laid) serve the redraws after it."""
+        if self.training and self._live is not None and self.console.size != self._fitted_size:
+            self._refresh()
+
     def on_evaluate(self, done: int, total: int) -> None:
         """The bar's label says the evaluation's progress: the step's bar stood still for a minute on a big model.
         Where no bar is drawn (a dumb terminal, a log), a long evaluation's quarters are said as lines, as other long
@@ -860,6 +876,7 @@ class RichReporter(Reporter):
             # "val 373/3000 ━━━ 4/5" while evaluating after step 5), until on_step gives the step's own numbers
             self._progress.update(self._task, completed=min(self._steps_done + 1, self._run_steps),
                                   description=f"val {done}/{total}" if done < total else "train")
+            self._refit()  # a long evaluation (a minute on a big model) has no steps to refit at
 
     def on_step(self, info) -> None:
         if info.val_loss is not None:  # the row a stop before it is said of (stops_line)
@@ -914,6 +931,8 @@ class RichReporter(Reporter):
             else:
                 self._table.add(row)
             self._refresh()
+        else:
+            self._refit()
 
     # comparison ----------------------------------------------------------------------------------
     def on_compare_start(self, labels: list[str], steps: int, seeds: int, by_bpc: bool = False) -> None:
