@@ -20,7 +20,7 @@ class DrawnWhenAsked(RichLive):
         super().__init__(*args, **kwargs)
 
 
-def _info(step, val=None, run_steps=300, tps=15000.0):
+def step_info(step, val=None, run_steps=300, tps=15000.0):
     return SimpleNamespace(step=step, run_step=step, run_steps=run_steps, train_loss=2.5, val_loss=val, val_bpc=None,
                            train_eval_loss=None, accuracy=None, lr=1e-3, tokens_per_second=tps, elapsed=0.1 * step,
                            aux_loss=None)
@@ -29,14 +29,14 @@ def _info(step, val=None, run_steps=300, tps=15000.0):
 @pytest.fixture
 def laid(monkeypatch):
     """A training reporter on a 100 x 40 terminal, with 6 rows in its table, and a count of the table's layouts."""
-    reporter, console, count = _training(monkeypatch, 40, 30)
+    reporter, console, count = training_reporter(monkeypatch, 40, 30)
     yield reporter, console, count
     reporter.close()
 
 
-def _training(monkeypatch, height, steps):
-    """A training reporter on a 100 x `height` terminal, evaluated every 5 of `steps` steps, and a count of the
-    table's layouts from here on."""
+def training_reporter(monkeypatch, height, steps, width=100):
+    """A training reporter on a `width` x `height` terminal, evaluated every 5 of `steps` steps, and a count of the
+    table's layouts from here on (test_sweep_bt_resize's too)."""
     monkeypatch.setattr(live, "Live", DrawnWhenAsked)
     count = [0]
     table_for = live.LossTable.table_for
@@ -46,12 +46,12 @@ def _training(monkeypatch, height, steps):
         return table_for(self, width)
 
     monkeypatch.setattr(live.LossTable, "table_for", counted)
-    console = Console(file=io.StringIO(), width=100, height=height, force_terminal=True, color_system=None)
+    console = Console(file=io.StringIO(), width=width, height=height, force_terminal=True, color_system=None)
     reporter = live.RichReporter(console, live=True)
     reporter.on_train_start(300, 0, False)
     reporter.on_train_vocab(12)
     for step in range(1, steps + 1):
-        reporter.on_step(_info(step, 2.0 - step / 1000 if step % 5 == 0 else None))
+        reporter.on_step(step_info(step, 2.0 - step / 1000 if step % 5 == 0 else None))
     count[0] = 0
     return reporter, console, count
 
@@ -66,7 +66,7 @@ def _redraw(reporter, console) -> str:
 def test_a_redraw_between_evaluations_lays_the_table_out_no_more_and_again_once_it_changes(laid):
     reporter, console, count = laid
     for step in range(31, 39):
-        reporter.on_step(_info(step))
+        reporter.on_step(step_info(step))
         drawn = _redraw(reporter, console)
     # was 8: the whole table and its legend laid out at each of the 8 redraws a second, where only the bar moved
     assert count[0] == 0, count
@@ -83,7 +83,7 @@ def test_a_resized_terminals_redraws_lay_the_table_out_once_at_its_new_width(lai
     _redraw(reporter, console)
     console.width = 70  # narrowed between two evaluations
     for step in range(31, 35):
-        reporter.on_step(_info(step))
+        reporter.on_step(step_info(step))
         drawn = _redraw(reporter, console)
     assert count[0] == 1, count  # was 5 (4 at the new width)
     widest = max(len(line) for line in drawn.replace("\r", "\n").split("\n") if "\x1b" not in line)
@@ -92,7 +92,7 @@ def test_a_resized_terminals_redraws_lay_the_table_out_once_at_its_new_width(lai
 
 def test_an_evaluation_lays_the_view_out_once(laid):
     reporter, console, count = laid
-    reporter.on_step(_info(35, 1.5))
+    reporter.on_step(step_info(35, 1.5))
     for _ in range(3):
         drawn = _redraw(reporter, console)
     # was 5: 2 in training_view's fit (its loop and the check after it) and 1 at each redraw
@@ -101,10 +101,10 @@ def test_an_evaluation_lays_the_view_out_once(laid):
 
 
 def test_a_table_longer_than_the_screen_is_laid_out_once_an_evaluation_and_still_fills_it(monkeypatch):
-    reporter, console, count = _training(monkeypatch, 24, 150)  # 30 rows on 24 lines
+    reporter, console, count = training_reporter(monkeypatch, 24, 150)  # 30 rows on 24 lines
     try:
         for step in (155, 160):
-            reporter.on_step(_info(step, 1.5))
+            reporter.on_step(step_info(step, 1.5))
             lines = console.render_lines(reporter._shown, pad=False)  # what a redraw draws, its layout reused
             # the screen's lines but the cursor's, the newest row last but for the legend, the bar under them
             drawn = ["".join(segment.text for segment in line) for line in lines]
@@ -114,7 +114,7 @@ def test_a_table_longer_than_the_screen_is_laid_out_once_an_evaluation_and_still
         # check), and 1 at each redraw
         assert count[0] == 2, count
         console.height = 30  # a taller terminal: more rows, to fill it (from the last fit up)
-        reporter.on_step(_info(165, 1.5))
+        reporter.on_step(step_info(165, 1.5))
         drawn = console.render_lines(reporter._shown, pad=False)
         assert len(drawn) == 29 and count[0] == 4, (len(drawn), count)
     finally:
@@ -133,7 +133,7 @@ def test_a_watched_frame_is_laid_out_once_a_frame_not_at_each_redraw(laid, monke
     monkeypatch.setattr(live, "watch_view", lambda frame, width, as_text, height=None, screen=None: Frame())
     reporter.on_watch(object())
     for step in range(31, 37):
-        reporter.on_step(_info(step))
+        reporter.on_step(step_info(step))
         drawn = _redraw(reporter, console)
     # were 8 and 8: both laid out again at each redraw, and the table (unchanged since its row) for the frame's view
     assert frames[0] == 1 and count[0] == 0, (frames, count)

@@ -2,37 +2,17 @@
 not only at the next evaluation (minutes away): the table's narrow form, the rows that fit, a watched frame's width,
 the bar's form; and laid out once per resize, its layouts kept for the redraws after it (sweep bt)."""
 
-import io
 import re
 
 import pytest
-from rich.console import Console
 from rich.text import Text
 
 from minitf_repl.render import live
-from test_sweep_bt_redraw import DrawnWhenAsked, _info
+from test_sweep_bt_redraw import step_info, training_reporter
 
 
 def _training(monkeypatch, width, height, steps=30):
-    """A training reporter on a `width` x `height` terminal, evaluated every 5 of `steps` steps, and a count of the
-    table's layouts from here on."""
-    monkeypatch.setattr(live, "Live", DrawnWhenAsked)
-    count = [0]
-    table_for = live.LossTable.table_for
-
-    def counted(self, table_width):
-        count[0] += 1
-        return table_for(self, table_width)
-
-    monkeypatch.setattr(live.LossTable, "table_for", counted)
-    console = Console(file=io.StringIO(), width=width, height=height, force_terminal=True, color_system=None)
-    reporter = live.RichReporter(console, live=True)
-    reporter.on_train_start(300, 0, False)
-    reporter.on_train_vocab(12)
-    for step in range(1, steps + 1):
-        reporter.on_step(_info(step, 2.0 - step / 1000 if step % 5 == 0 else None))
-    count[0] = 0
-    return reporter, console, count
+    return training_reporter(monkeypatch, height, steps, width=width)
 
 
 @pytest.fixture
@@ -57,7 +37,7 @@ def test_a_widened_terminal_gets_the_wide_table_and_bar_at_the_next_step_laid_ou
     assert not any("┃ step ┃" in line for line in _drawn(reporter, console))  # narrow on 60 columns
     console.width = 110  # widened between two evaluations
     for step in range(31, 35):
-        reporter.on_step(_info(step))
+        reporter.on_step(step_info(step))
         drawn = _drawn(reporter, console)
     # was the narrow table and bar until the next evaluation
     assert any("┃ step ┃ train loss ┃" in line for line in drawn), drawn
@@ -92,11 +72,11 @@ def test_a_shortened_terminal_keeps_the_bar_on_screen_from_the_next_step(monkeyp
     reporters.append(reporter)
     _drawn(reporter, console)
     console.height = 10  # 100 x 40 -> 100 x 10 between two evaluations
-    reporter.on_step(_info(31))
+    reporter.on_step(step_info(31))
     _fits(_drawn(reporter, console), 10, 31)  # was cut ("...") above the bar until the next evaluation
     laid = count[0]
     for step in range(32, 35):
-        reporter.on_step(_info(step))
+        reporter.on_step(step_info(step))
         _fits(_drawn(reporter, console), 10, step)
     assert count[0] == laid, count  # the size unchanged since: no layout more
 
@@ -109,7 +89,7 @@ def test_a_terminal_resized_while_stopped_is_fitted_at_the_first_step_after_fg(m
     assert reporter._live is None
     console.size = (100, 10)  # resized while stopped
     reporter._resume()  # fg: a new display, not laid out in the signal handler
-    reporter.on_step(_info(31))
+    reporter.on_step(step_info(31))
     _fits(_drawn(reporter, console), 10, 31)
 
 
@@ -126,7 +106,7 @@ def test_a_watched_frame_is_drawn_again_for_a_narrowed_terminal_once(monkeypatch
     reporter.on_watch(object())
     console.width = 50  # :train watch=embed, narrowed 100 -> 50 between two frames
     for step in range(31, 35):
-        reporter.on_step(_info(step))
+        reporter.on_step(step_info(step))
         drawn = _drawn(reporter, console)
     assert widths == [100, 50], widths  # was [100]: the 100 columns' frame wrapped until the next one
     assert any("a watched frame for 50 columns" in line for line in drawn), drawn
