@@ -41,7 +41,7 @@ from .base import (REGISTRY, ablation_note, command, complete_data, complete_hea
 from .generate import answer_line, only_whitespace
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line, say_emulated
-from .train import PlotLevel, counter_levels, counters_left_out, plot_levels
+from .train import PlotLevel, counter_levels, counters_left_out, plot_levels, products_counted
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.compare import Outcome
@@ -590,8 +590,7 @@ def flops_note(result: CompareResult) -> str:
     from ..core.peak import MIN_TIMED_STEPS, flop_rate_words
 
     shares = [o for o in result.outcomes if o.mfu is not None]
-    words = (f"GFLOP/s{' (MFU)' if shares else ''}: only the matrix products {named('params')} counts, times the "
-             "tokens/s, not the optimizer's Newton-Schulz, so a lower bound of the work")
+    words = f"GFLOP/s{' (MFU)' if shares else ''}: {products_counted(', times the tokens/s')}"
     peaks = {o.dtype: o.peak_gflops for o in shares}  # one measurement a dtype (core.peak keeps it)
     if peaks:
         of = " and ".join(f"{dtype} products, {flop_rate_words(peak)}" for dtype, peak in peaks.items())

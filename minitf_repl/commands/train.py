@@ -731,11 +731,17 @@ def timed_steps(result: TrainResult) -> int:
 # The summary's GFLOP/s and MFU in one line of the table's legend: a learner reads "32% of the peak" as all the work
 # the CPU did, where the ledger leaves out Muon's Newton-Schulz (a quarter of the default model's Muon step's products:
 # 1.85 of 7.16 GFLOP at batch 16), the norms, softmax and the optimizer's elementwise update
+def products_counted(times: str = "") -> str:
+    """What a GFLOP/s (and its MFU) counts, in the words :train's legend and :compare's note share; `times`: what
+    the FLOPs are multiplied by, where the words say it (", times the tokens/s")."""
+    return (f"only the matrix products {named('params')} counts{times}, not the optimizer's Newton-Schulz, so a "
+            "lower bound of the work")
+
+
 def flops_legend(result: TrainResult) -> str:
     """The legend's words for the summary's FLOP rate, and its MFU where the summary gives one; and where the run's
     first step was a warm-up that weighs on them (first_step_words), that."""
-    words = (f"the summary's GFLOP/s{' (MFU)' if result.mfu is not None else ''}: only the matrix products "
-             f"{named('params')} counts, not the optimizer's Newton-Schulz, so a lower bound of the work")
+    words = f"the summary's GFLOP/s{' (MFU)' if result.mfu is not None else ''}: {products_counted()}"
     return words + (f"; {warm}" if (warm := first_step_words(result)) else "")
 
 
