@@ -125,7 +125,7 @@ def random_states() -> tuple | None:
 
 
 def set_random_states(states: tuple | None) -> None:
-    """Put back what random_states gave; None (torch was not imported then): the state a fresh import starts in."""
+    """Put back what random_states gave; None (torch was not imported then): a new generator's state (below)."""
     import torch
 
     if states is None:
