@@ -53,10 +53,10 @@ t0 = time.perf_counter()
 result = run_command(session, "ngram", {})
 whole = time.perf_counter() - t0
 best = min(result.rows, key=lambda row: row.val_loss)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux: this is MiB
 print(json.dumps({"load": load, "count": statistics.median(times), "command": whole,
                   "counted": counting.train_tokens, "train": counting.train_total, "scored": counting.val_positions,
-                  "best_n": best.n, "best_val": best.val_loss, "peak_mb": peak}))
+                  "best_n": best.n, "best_val": best.val_loss, "peak_mib": peak}))
 """
 
 
@@ -95,7 +95,7 @@ def main() -> None:
             cap = f" (the first {got['counted']:,} of {got['train']:,})" if got["counted"] < got["train"] else ""
             print(f"{name:<17} counted {got['counted']:>10,} tokens{cap}, scored {got['scored']:>9,}: "
                   f"count and score {got['count']:6.2f} s, :ngram {got['command']:6.2f} s (data loaded in "
-                  f"{got['load']:.2f} s before), peak RSS {got['peak_mb']:,.0f} MB; best n = {got['best_n']}, "
+                  f"{got['load']:.2f} s before), peak RSS {got['peak_mib']:,.0f} MiB; best n = {got['best_n']}, "
                   f"val {got['best_val']:.3f}")
 
 

@@ -22,18 +22,20 @@ come up to 99 steps after the model got there; each row therefore also runs once
 every CROSSING_EVERY steps (evaluating never moves the training batches: the same run), and reads the
 timed run's own clock at the first of those steps at or below the target: when the model reached it.
 --steps N adds a minitf run of N steps under the same recipe otherwise (the lowest validation loss
-after 2000 steps, say).
+after 2000 steps, say); it and --repeats are at least 1, refused at once rather than after the runs.
+With --skip-nanogpt only the text is needed, not nanoGPT's model; a missing input is named in one
+"skipped:" line. The folder that lets `shakespeare` load the text without a download is removed at the end.
 
     python bench/shakespeare.py [--target 1.88] [--steps 2000] [--repeats 2] [--skip-nanogpt]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
 import math
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -41,6 +43,7 @@ from pathlib import Path
 
 import torch
 
+from arguments import parser, positive_int
 from cpu_kinds import without_bf16_units
 
 ROOT = Path(__file__).resolve().parents[2] / "shared"
@@ -144,20 +147,43 @@ def crossing(target: float, dtype: str) -> tuple[int | None, float | None]:
     return found[0] if found else (None, None)
 
 
+def missing_inputs(text: Path, skip_nanogpt: bool) -> str:
+    """The one "skipped:" line naming what the runs need and is missing, or "" when all is there. It names only what
+    is missing (it named both, the text too when it was there), and not nanoGPT's model under --skip-nanogpt, which
+    never loads it."""
+    needed = [text] if skip_nanogpt else [text, NANOGPT]
+    missing = [path for path in needed if not path.is_file()]
+    if not missing:
+        return ""
+    where = " (a user's clone has no ../shared)" if any(ROOT in path.parents for path in missing) else ""
+    fixes = ["--file PATH reads tiny Shakespeare from PATH"] if text in missing else []
+    fixes += ["--skip-nanogpt runs minitf alone"] if NANOGPT in missing else []
+    return f"skipped: {' and '.join(map(str, missing))} not found{where}; {', '.join(fixes)}"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--file", type=Path, default=SHAKESPEARE)
-    parser.add_argument("--target", type=float, default=1.88)
-    parser.add_argument("--steps", type=int, default=None, help="also a minitf run of this many steps")
-    parser.add_argument("--skip-nanogpt", action="store_true")
-    parser.add_argument("--repeats", type=int, default=1, help="alternated pairs of runs")
-    args = parser.parse_args()
-    if not args.file.is_file() or not NANOGPT.is_file():
-        print(f"skipped: needs {args.file} and {NANOGPT} (a user's clone has no ../shared)")
+    line = parser(__doc__)
+    line.add_argument("--file", type=Path, default=SHAKESPEARE)
+    line.add_argument("--target", type=float, default=1.88)
+    line.add_argument("--steps", type=positive_int, default=None, help="also a minitf run of this many steps")
+    line.add_argument("--skip-nanogpt", action="store_true")
+    line.add_argument("--repeats", type=positive_int, default=1, help="alternated pairs of runs")
+    args = line.parse_args()
+    skipped = missing_inputs(args.file, args.skip_nanogpt)
+    if skipped:
+        print(skipped)
         return
     cache = Path(tempfile.mkdtemp(prefix="minitf-bench-"))  # `shakespeare` then loads without a download
     (cache / "tinyshakespeare.txt").symlink_to(args.file.resolve())
     os.environ["MINITF_CACHE_DIR"] = str(cache)
+    try:
+        compare(args)
+    finally:  # the folder holds only a link to the text, but one was left in the temp folder at every run
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def compare(args) -> None:
+    """The rows and nanoGPT's recipe, with MINITF_CACHE_DIR set so that `shakespeare` reads args.file."""
 
     def log(line: str) -> None:
         print(line, flush=True)
@@ -215,7 +241,7 @@ def main() -> None:
             print(f"{label}: median over {len(values)} alternated rounds: {statistics.median(values):.2f} "
                   f"of nanoGPT's wall time at the first evaluation at or below {args.target}; "
                   f"{statistics.median(crossed[label]):.3f} at the step the model reached it")
-    if args.steps:
+    if args.steps is not None:
         longer = minitf_train(args.target, log, steps=args.steps)
         print(f"minitf, {args.steps} steps under the recipe: val {longer['val']:.4f} after {longer['seconds']:.1f} s")
 
