@@ -214,7 +214,11 @@ def test_cpu_kind_says_which_bf16_units(monkeypatch, units, says):
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: units == "AVX512-BF16")
     for name in device_mod.ISA_CAPS:
         monkeypatch.delenv(name, raising=False)
-    assert device_mod.cpu_kind().endswith(f" cores, {says}")
+    from minitf_repl.core import threads
+
+    monkeypatch.setattr(threads, "available_cpus", lambda: 4)  # the cores' words as on a 4-core machine
+    monkeypatch.setattr(device_mod.os, "cpu_count", lambda: 4)
+    assert device_mod.cpu_kind().endswith(f", 4 cores, {says}")
 
 
 def hardware_units(monkeypatch, units):

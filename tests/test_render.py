@@ -398,11 +398,15 @@ def test_no_message_says_one_of_a_plural():
 
 
 def test_the_cpu_says_1_core(monkeypatch):
-    from minitf_repl.core import device
+    from minitf_repl.core import device, threads
 
+    # the machine's CPUs and those this process may use (threads.available_cpus: its affinity), the same here
+    monkeypatch.setattr(threads, "cgroup_quota", lambda: None)
+    monkeypatch.setattr(threads, "affinity", lambda: {0})
     monkeypatch.setattr(device.os, "cpu_count", lambda: 1)
     cpu = next(d for d in device.describe_devices() if d.kind == "cpu")
     assert cpu.description.endswith(", 1 core")
+    monkeypatch.setattr(threads, "affinity", lambda: {0, 1})
     monkeypatch.setattr(device.os, "cpu_count", lambda: 2)
     assert device.describe_devices()[0].description.endswith(", 2 cores")
 

@@ -254,7 +254,9 @@ def cpu_bf16_units() -> str | None:
 
 def cpu_kind() -> str:
     """One line for benchmark output and notes: the model and generation, the cores, and which bfloat16 units."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from .threads import cores_in_words
+
+    cores = cores_in_words()  # as :device's table and the thread count say them (this said "1 cores", "None cores")
     if cpu_has_bf16_units():  # asked first: the tests patch this answer to stand for the other kind
         bf16 = f"native bfloat16 ({cpu_bf16_units() or 'AMX or AVX512-BF16'})"
     elif bf16_isa_cap() and cpu_bf16_units():
@@ -262,12 +264,15 @@ def cpu_kind() -> str:
     else:
         bf16 = "no native bfloat16"
     caps = isa_caps()
-    return f"{cpu_name()}, {cores} cores, {bf16}" + (f", instruction sets capped: {' '.join(caps)}" if caps else "")
+    return f"{cpu_name()}, {cores}, {bf16}" + (f", instruction sets capped: {' '.join(caps)}" if caps else "")
 
 
 def _cpu_info() -> DeviceInfo:
-    cores = os.cpu_count() or 1
-    description = f"{cpu_name()}, {count(cores, 'core')}"  # torch's threads: :device's own line
+    from .threads import cores_in_words
+
+    # the machine's cores and, where fewer, those this process may use (taskset, a cpuset, a CPU quota), as the
+    # threads line below the table counts them; torch's threads: :device's own line
+    description = f"{cpu_name()}, {cores_in_words()}"
     memory = None
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

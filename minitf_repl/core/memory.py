@@ -18,7 +18,9 @@ import ctypes
 import functools
 from pathlib import Path
 
-CGROUP = Path("/sys/fs/cgroup")  # a container's own cgroup is mounted here (as core.threads reads its CPU quota)
+from .cgroup import OWN, ROOT, folders as cgroup_folders
+
+CGROUP = ROOT  # the cgroup file system; which of its folders hold this process's limits: core/cgroup.py
 UNLIMITED = 2**60  # cgroup v1 writes "no limit" as a number near 2**63
 
 
@@ -48,7 +50,7 @@ def available_memory(meminfo: Path = Path("/proc/meminfo"), cgroup: Path | None 
     return left if free is None else free if left is None else min(free, left)
 
 
-def cgroup_memory_left(root: Path, own: Path = Path("/proc/self/cgroup")) -> int | None:
+def cgroup_memory_left(root: Path, own: Path = OWN) -> int | None:
     """Bytes the memory limits of this process's cgroup leave it: the least over its cgroup and those above it (a
     limit holds for everything under it), each its limit less what is used, with the inactive file cache (which the
     kernel reclaims before it kills) counted as free; None where no limit is set or none can be read.
@@ -56,30 +58,8 @@ def cgroup_memory_left(root: Path, own: Path = Path("/proc/self/cgroup")) -> int
     cgroup v2 (memory.max, memory.current) or v1 (memory/memory.limit_in_bytes, memory.usage_in_bytes), under
     `root`. A container usually sees its own cgroup at the root; elsewhere (a systemd slice with MemoryMax, a
     container without a cgroup namespace) /proc/self/cgroup (`own`) names the folder below it."""
-    lefts = [left for folder in _cgroup_folders(root, own) if (left := _left_in(folder)) is not None]
+    lefts = [left for folder in cgroup_folders("memory", root, own) if (left := _left_in(folder)) is not None]
     return min(lefts) if lefts else None
-
-
-def _cgroup_folders(root: Path, own: Path) -> list[Path]:
-    """The folders of this process's memory cgroup and every one above it, v2's and v1's, that exist under `root`."""
-    named = {"": root, "memory": root / "memory"}  # v2's hierarchy (controllers ""), v1's memory controller
-    paths = {"": "/", "memory": "/"}
-    try:
-        for line in own.read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            for kind in named:
-                if (controllers == kind if kind == "" else kind in controllers.split(",")):
-                    paths[kind] = path
-    except (OSError, ValueError):
-        pass
-    folders = []
-    for kind, base in named.items():
-        folder = base
-        folders.append(folder)
-        for part in (p for p in paths[kind].split("/") if p and p not in (".", "..")):
-            folder = folder / part
-            folders.append(folder)
-    return [f for f in dict.fromkeys(folders) if f.is_dir()]
 
 
 def _left_in(folder: Path) -> int | None:

@@ -1,4 +1,4 @@
-"""How many threads torch computes with on a CPU: the cores this process may use, less those other work keeps busy.
+"""How many threads torch computes with on a CPU: the cores this process may use, as far as other work leaves them free.
 
 torch starts with one thread per core and keeps them all. Its threads meet at a barrier after every
 parallel piece of an operation, so one thread that has no core (because another program holds it)
@@ -11,15 +11,26 @@ So the `threads` setting (ShellConfig; 0 means auto) decides:
                              `:set` and `:device` say so (`oversubscribed`): the same kind of stall
     0 (auto)                 $MINITF_THREADS if set to a count (1 to 1024; 0 is auto, as the setting's 0 is,
                              and anything else is named as ignored where the choice is shown); else
-                             cores  = the CPUs this process may run on (os.sched_getaffinity), capped by
-                                      a cgroup CPU quota (docker --cpus) and by torch's own default
+                             cpus   = the CPUs this process may run on (os.sched_getaffinity);
+                             cores  = cpus, capped by a cgroup CPU quota (docker --cpus, a Kubernetes CPU
+                                      limit, systemd's CPUQuota: the tightest on the way down to this
+                                      process's own cgroup, core/cgroup.py) and by torch's own default
                                       (physical cores, or OMP_NUM_THREADS where a launcher such as
                                       torchrun set it);
-                             busy   = how many of those CPUs other processes kept busy, measured
+                             busy   = how many CPUs' worth of those cpus other processes kept busy,
                                       from /proc/stat minus this process's own time (/proc/self/stat);
-                             threads = cores less every core that is more than a quarter busy, at least 1.
+                             free   = cpus less every one that is more than a quarter busy;
+                             threads = the fewer of cores and free, at least 1.
 A wrong guess costs little one way (a second idle core left unused: up to ~1.6x slower) and a lot
 the other (an oversubscribed core: tens of times slower), hence the quarter.
+
+The load is weighed against the CPUs it was measured on, not against the quota: a quota pins the
+process to no core (the kernel lets it run on any of its cpus for so much time a period), so a
+`docker --cpus=2` container on a 64-CPU host with 20 of them busy has 44 free and 2 threads. (It
+took the 20 from the quota's 2 and said "1 (auto: 2 cores, 19.9 busy with other work)".) Other
+processes in the same cgroup, which spend the quota too, are not taken from it either: when the
+quota runs out the kernel stops the cgroup's threads, all of them, until the next period, so
+torch's threads share the quota rather than wait at the barrier for one that has no core.
 
 Auto looks once when the session first needs torch, again at the start of each training run (a
 fresh sample of 0.2 s), and every few seconds while training (over the time since the last look,
@@ -39,6 +50,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cgroup import OWN, ROOT, folders as cgroup_folders
+from .words import count
+
 BUSY_SHARE = 0.25  # a core that other processes keep more than this busy does not get a thread
 SAMPLE_SECONDS = 0.2  # a fresh look at the start of a run
 REVISIT_SECONDS = 3.0  # while training: look again after this long, over the time since the last look
@@ -49,10 +63,12 @@ ENV = "MINITF_THREADS"
 class ThreadChoice:
     threads: int  # what torch computes with now
     how: str  # "auto", "setting" (threads=N) or "MINITF_THREADS"
-    cores: int | None = None  # auto: the cores this process may use
-    busy: float | None = None  # auto: cores' worth of CPU other processes used (None: not measurable here)
+    cores: int | None = None  # auto: the most threads it takes: cpus, capped by a CPU quota and by torch's default
+    busy: float | None = None  # auto: CPUs' worth of the cpus that other processes used (None: not measurable here)
     ignored: str | None = None  # auto: a $MINITF_THREADS that is no count of threads, and why (env_threads)
     refused: str | None = None  # the count chosen, which torch would not take, and why (ThreadPolicy._apply)
+    cpus: int | None = None  # auto: the CPUs busy was measured over, those this process may run on (None: unknown)
+    quota: float | None = None  # auto: the cgroup CPU quota in cores (None: none)
 
     def describe(self) -> str:
         """e.g. "2 (auto: 2 cores, 0.0 busy with other work)", "1 (threads=1)"."""
@@ -66,8 +82,15 @@ class ThreadChoice:
             cpus = available_cpus()
             named = f"threads={self.threads}" if self.how == "setting" else f"${ENV}={self.threads}"
             return named + (f", more than the {_cpus(cpus)} this process may use" if self.threads > cpus else "")
-        cores = f"{self.cores} core" + ("" if self.cores == 1 else "s")
-        busy = "load not measurable here" if self.busy is None else f"{self.busy:.1f} busy with other work"
+        if self.cpus is None or self.cpus == self.cores:  # the load was measured on the cores themselves
+            cores, of = count(self.cores, "core"), ""
+        else:
+            # the load is counted on more CPUs than the count may use (a quota, torch's physical cores): say both,
+            # and which caps the count ("2 cores, 19.9 busy" read as 19.9 of the 2 being busy)
+            quota_caps = self.quota is not None and max(1, math.floor(self.quota)) == self.cores
+            cap = f"a CPU quota of {self.quota:g}" if quota_caps else count(self.cores, "core")
+            cores, of = f"{cap} on {count(self.cpus, 'CPU')}", " of them"
+        busy = "load not measurable here" if self.busy is None else f"{self.busy:.1f}{of} busy with other work"
         return f"auto: {cores}, {busy}" + (f"; {self.ignored}" if self.ignored else "")
 
 
@@ -136,16 +159,25 @@ def affinity() -> set[int] | None:
         return None
 
 
-def cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """A container's CPU quota in cores (cgroup v2 cpu.max, or v1 cfs quota/period), None if unlimited."""
+def cgroup_quota(root: Path = ROOT, own: Path = OWN) -> float | None:
+    """This process's CPU quota in cores, None if unlimited: the tightest of its own cgroup's and those above it (a
+    quota holds for everything under it). It was read at the top of `root` alone, where a container with its own
+    cgroup namespace has it; a systemd unit's CPUQuota or a `docker --cgroupns=host` container's sits lower down,
+    in the folder /proc/self/cgroup (`own`) names, and auto gave every core a thread against a quota of 2."""
+    quotas = [q for folder in cgroup_folders("cpu", root, own) if (q := _quota_in(folder)) is not None]
+    return min(quotas) if quotas else None
+
+
+def _quota_in(folder: Path) -> float | None:
+    """The CPU quota set in one cgroup folder, in cores: cgroup v2's cpu.max or v1's cfs quota and period."""
     try:
-        quota, period = (root / "cpu.max").read_text().split()[:2]
+        quota, period = (folder / "cpu.max").read_text().split()[:2]
         return None if quota == "max" else int(quota) / int(period)
     except (OSError, ValueError):
         pass
     try:
-        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        period = int((folder / "cpu.cfs_period_us").read_text())
         return None if quota <= 0 else quota / period
     except (OSError, ValueError):
         return None
@@ -163,7 +195,20 @@ def available_cpus() -> int:
 
 
 def _cpus(n: int) -> str:
-    return f"{n} CPU" + ("" if n == 1 else "s")
+    return count(n, "CPU")
+
+
+def cores_in_words() -> str:
+    """The cores as :device's table and core.device.cpu_kind say them: "2 cores", or "64 cores, this process may use 2"
+    where it may use fewer than the machine has (taskset, a cpuset, a CPU quota). available_cpus is the one count of
+    what it may use, as the thread count and `oversubscribed` go by: the table said the machine's 2 cores beside
+    "CPU threads: 1 (auto: 1 core, ...)" under `taskset -c 0`, and cpu_kind "None cores" where Python could not
+    count them."""
+    usable = available_cpus()
+    machine = os.cpu_count() or usable  # the machine's CPUs (a container's cpuset does not hide them)
+    if machine <= usable:
+        return count(usable, "core")
+    return f"{count(machine, 'core')}, this process may use {usable}"
 
 
 def usable_cores() -> int:
@@ -191,6 +236,7 @@ class CpuReading:
     at: float  # time.monotonic()
     busy_ticks: int  # non-idle ticks of the CPUs this process may use, all processes together
     own_ticks: int  # this process's user + system ticks, all its threads
+    cpus: int | None = None  # how many CPUs busy_ticks is summed over (None: not counted)
 
 
 def read_cpu(proc: Path = Path("/proc")) -> CpuReading | None:
@@ -201,7 +247,7 @@ def read_cpu(proc: Path = Path("/proc")) -> CpuReading | None:
     except OSError:
         return None
     cpus = affinity()
-    busy = 0
+    busy = counted = 0
     for line in stat:
         name, *fields = line.split()
         if not name.startswith("cpu") or name == "cpu":
@@ -210,26 +256,32 @@ def read_cpu(proc: Path = Path("/proc")) -> CpuReading | None:
             continue
         ticks = [int(x) for x in fields[:8]]  # user nice system idle iowait irq softirq steal
         busy += ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]  # steal: another VM has the core
+        counted += 1
+    if not counted:  # none of this process's CPUs listed: no load to weigh them by
+        return None
     fields = own[own.rindex(")") + 2 :].split()  # after "pid (comm) "; utime and stime are fields 14, 15
-    return CpuReading(time.monotonic(), busy, int(fields[11]) + int(fields[12]))
+    return CpuReading(time.monotonic(), busy, int(fields[11]) + int(fields[12]), counted)
 
 
 def busy_elsewhere(before: CpuReading, after: CpuReading) -> float | None:
-    """Cores' worth of CPU that other processes used between two readings."""
+    """CPUs' worth of time that other processes used between two readings, on the CPUs they were summed over."""
     seconds = after.at - before.at
-    if seconds <= 0:
-        return None
+    if seconds <= 0 or (None not in (before.cpus, after.cpus) and before.cpus != after.cpus):
+        return None  # no time between them, or the affinity changed: the ticks of other CPUs
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     others = (after.busy_ticks - before.busy_ticks) - (after.own_ticks - before.own_ticks)
     return max(0.0, others / hz / seconds)
 
 
-def threads_for(cores: int, busy: float | None) -> int:
-    """The rule of the module docstring: every core more than BUSY_SHARE busy elsewhere is left out."""
+def threads_for(cores: int, busy: float | None, cpus: int | None = None) -> int:
+    """The rule of the module docstring: of the `cpus` the load `busy` was measured on (the cores themselves where
+    not given), every one more than BUSY_SHARE busy elsewhere is left out; the count is the fewer of `cores` and the
+    CPUs left free. The load is taken from the CPUs it was measured on, never from a quota (module docstring)."""
     if busy is None:
         return cores
     taken = max(0, math.ceil(busy - BUSY_SHARE))
-    return max(1, cores - taken)
+    free = (cores if cpus is None else cpus) - taken
+    return max(1, min(cores, free))
 
 
 # --- the policy ----------------------------------------------------------------------------------
@@ -278,7 +330,10 @@ class ThreadPolicy:
         busy = busy_elsewhere(before, after) if before is not None and after is not None else None
         self._last = after
         cores = usable_cores()
-        return self._apply(ThreadChoice(threads_for(cores, busy), "auto", cores, busy, env_threads()[1]))
+        cpus = after.cpus if after is not None else None
+        choice = ThreadChoice(threads_for(cores, busy, cpus), "auto", cores, busy, env_threads()[1], cpus=cpus,
+                              quota=cgroup_quota())
+        return self._apply(choice)
 
     def _apply(self, choice: ThreadChoice) -> ThreadChoice:
         import torch
