@@ -46,7 +46,9 @@ class DeviceResult:
     train_dtype: str | None = None
     threads: int | None = None  # the CPU threads torch computes with (core/threads.py)
     threads_why: str | None = None  # how that count was chosen, e.g. "auto: 2 cores, 0.0 busy with other work"
-    cpu_float32_products: str | None = None  # the fast path's float32 CPU products: "oneDNN" or "MKL" (core/fastpath.py)
+    # the fast path's float32 CPU products (core/fastpath.py): "oneDNN", or torch's own library: "MKL" where torch has
+    # it (the x86 builds), else the BLAS torch was built with ("OpenBLAS", "Accelerate", ...), else "torch's own"
+    cpu_float32_products: str | None = None
     # how that was chosen: "measured" at this process's first float32 product, or "MINITF_PRODUCTS" (set to onednn
     # or torch); None where no CPU products are named
     cpu_float32_products_by: str | None = None
@@ -54,6 +56,9 @@ class DeviceResult:
     cpu_float32_products_ignored: str | None = None
     cpu_isa_caps: list[str] = field(default_factory=list)  # e.g. "ONEDNN_MAX_CPU_ISA=AVX2" (core.device.ISA_CAPS)
     cpu_bf16_units_unused: str | None = None  # bfloat16 units such a cap keeps oneDNN off ("AVX512-BF16"), or null
+    # "ARM BF16": an ARM CPU's bfloat16 instructions, as torch finds them, which the bf16 column leaves out: dtype=auto
+    # keeps float32 on ARM, bfloat16 training not having been measured there (core.device.native_bf16); else null
+    cpu_bf16_instructions: str | None = None
     # Each null where training is float32, off the CPU or off the fast path (core.fastpath.attention_in_float32):
     cpu_attention_dtype: str | None = None  # a bfloat16 CPU training step's attention kernel: "bfloat16" or "float32"
     cpu_attention_shape: list[int] | None = None  # the shape it was measured at: batch, heads, kv heads, block, head width
@@ -79,7 +84,7 @@ class DeviceResult:
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
     Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
-], reports_device=True, json_version=8)  # fmt: skip
+], reports_device=True, json_version=9)  # fmt: skip
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
@@ -107,8 +112,8 @@ def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult
 def _train_dtype(session: Session, device) -> dict:
     """The dtype setting and what it means on `device` (dtype=auto depends on the device's bfloat16 units),
     and torch's CPU threads (chosen now if nothing has chosen them yet)."""
-    from ..core.device import bf16_isa_cap, cpu_bf16_units, isa_caps
-    from ..core.fastpath import PRODUCTS_ENV, onednn_faster, products_fixed
+    from ..core.device import bf16_isa_cap, cpu_bf16_instructions, cpu_bf16_units, isa_caps
+    from ..core.fastpath import PRODUCTS_ENV, products_fixed, products_kernel
     from ..core.precision import newton_schulz_dtype, training_dtype
 
     setting = session.train_config.dtype
@@ -118,10 +123,11 @@ def _train_dtype(session: Session, device) -> dict:
     return {"dtype": setting, "train_dtype": train_dtype,
             "newton_schulz_dtype": newton_schulz_dtype(setting, device) if muon else None,
             "threads": choice.threads, "threads_why": choice.why(),
-            "cpu_float32_products": "oneDNN" if onednn_faster() else "MKL",
+            "cpu_float32_products": products_kernel(),
             "cpu_float32_products_by": PRODUCTS_ENV if products_fixed() else "measured",
             "cpu_float32_products_ignored": _products_ignored(),
             "cpu_isa_caps": isa_caps(), "cpu_bf16_units_unused": cpu_bf16_units() if bf16_isa_cap() else None,
+            "cpu_bf16_instructions": cpu_bf16_instructions(),
             **_cpu_attention(session, device, train_dtype), **_peak(device, train_dtype)}
 
 
@@ -235,18 +241,23 @@ def render_device(result: DeviceResult, console: Console) -> None:
                       f"{on}, measured now; {share})")
     # measured once a process, on a machine whose other programs may tip it (:device named one kernel, then the
     # other, on a busy Zen 4): said so, with the variable that fixes it
-    from ..core.fastpath import PRODUCTS_ENV  # torch is in: the products were measured or chosen
+    from ..core.fastpath import PRODUCTS_ENV, TORCH_OWN, torch_products  # torch is in: the products were chosen
 
     fixed = result.cpu_float32_products_by not in (None, "measured")
     how = (f"set by ${result.cpu_float32_products_by}" if fixed else
            f"measured at this process's first float32 product, which a busy machine can tip either way "
            f"(${PRODUCTS_ENV}=onednn or =torch fixes it)")
     how += f"; {result.cpu_float32_products_ignored}" if result.cpu_float32_products_ignored else ""
+    # torch's own products are named by the library they run on where torch names one: "(MKL's)" on a Mac, which has
+    # none, and on ARM Linux, whose torch runs OpenBLAS, named a library that was not there
+    def own(library: str) -> str:  # "torch's own (MKL's)", or "torch's own" where the build names no library
+        return TORCH_OWN if library == TORCH_OWN else f"{TORCH_OWN} ({library}'s)"
+
     if result.cpu_float32_products == "oneDNN":
-        said = "oneDNN's kernels" + ("" if fixed else ", measured faster here than torch's own (MKL's)")
+        said = "oneDNN's kernels" + ("" if fixed else f", measured faster here than {own(torch_products())}")
         note(console, f"float32 products on the CPU: {said}; {how}")
-    elif result.cpu_float32_products == "MKL":
-        said = "torch's own (MKL's)" + ("" if fixed else ", oneDNN's measured no faster here")
+    elif result.cpu_float32_products is not None:
+        said = own(result.cpu_float32_products) + ("" if fixed else ", oneDNN's measured no faster here")
         note(console, f"float32 products on the CPU: {said}; {how}")
     if result.cpu_attention_dtype is not None:
         batch, heads, kv_heads, block, width = result.cpu_attention_shape
@@ -255,6 +266,11 @@ def render_device(result: DeviceResult, console: Console) -> None:
                f"bfloat16 measured {result.cpu_attention_speedup:.2f}x float32's speed")
         note(console, f"attention in a bfloat16 training step: {result.cpu_attention_dtype} here, at batch {batch} x "
                       f"{heads} heads{kv} x {block} positions x {width} wide ({why})")
+    if result.cpu_bf16_instructions and not result.problem:
+        # the bf16 column says no beside them: dtype=auto's choice, not the hardware's (core.device.native_bf16)
+        note(console, f"this CPU has {result.cpu_bf16_instructions} instructions; bf16 says no as dtype=auto keeps "
+                      "float32 on ARM, where bfloat16 training has not been measured against float32 "
+                      f"({cmd('set', dtype='bfloat16')} tries it; compare the tokens/s)")
     if result.cpu_isa_caps:
         unused = (f"; this CPU's {result.cpu_bf16_units_unused} units are left unused, so bf16 says no"
                   if result.cpu_bf16_units_unused else "")

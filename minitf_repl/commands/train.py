@@ -157,10 +157,11 @@ class TrainResult:
     # the CPU the steps ran on, to compare the numbers with another machine's (core.device.cpu_kind: its model,
     # cores and bfloat16 units, which dtype=auto goes by); None: not run on the CPU
     cpu: str | None = None
-    # "oneDNN" or "MKL": the kernel this command's float32 products on the CPU ran on (a float32 run's steps, any
-    # run's evaluations), which each process chooses by timing them unless $MINITF_PRODUCTS names one: the two round
-    # differently, so two processes at one thread count gave other losses from step 3; null where none ran or no
-    # kernel is chosen (off the CPU, fast_path=off)
+    # "oneDNN", or torch's own library ("MKL" where torch has it, else the BLAS it was built with, such as "OpenBLAS"
+    # or "Accelerate", else "torch's own": core.fastpath.torch_products): the kernel this command's float32 products
+    # on the CPU ran on (a float32 run's steps, any run's evaluations), which each process chooses by timing them
+    # unless $MINITF_PRODUCTS names one: the two round differently, so two processes at one thread count gave other
+    # losses from step 3; null where none ran or no kernel is chosen (off the CPU, fast_path=off)
     cpu_float32_products: str | None = None
     # the matrix-product FLOPs the ledger counts for training one token at the length of the data's rows, which the
     # run's FLOP rate and its model FLOPs utilisation (mfu) are of (core.ledger.training_flops_per_token: forward and
@@ -304,7 +305,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=28, elsewhere={**ACCUMULATION_ELSEWHERE, **WARMUP_ITERS_ELSEWHERE})  # fmt: skip
+], json_version=29, elsewhere={**ACCUMULATION_ELSEWHERE, **WARMUP_ITERS_ELSEWHERE})  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 

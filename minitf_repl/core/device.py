@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 from dataclasses import dataclass
 
 import torch
@@ -106,12 +107,16 @@ class DeviceInfo:
     # the device in words: a CPU's model and cores, a GPU's name; "unusable: ..." where it cannot be used
     description: str
     memory_bytes: int | None  # total memory, None where it cannot be read
-    bf16: bool  # bfloat16 math runs natively (not emulated)
+    # dtype=auto trains in bfloat16 here: units that multiply bfloat16 natively and were measured to pay (AMX or
+    # AVX512-BF16, a GPU from the A100 on); an ARM CPU's BF16 instructions are not counted (core.device.native_bf16)
+    bf16: bool
     available: bool  # it can be used here (False: a GPU the driver lists that fails to open; description says why)
 
 
 def cpu_has_bf16_units() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices in hardware: AMX tiles or AVX512-BF16 instructions.
+    """Whether this CPU multiplies bfloat16 matrices in hardware, on units dtype=auto trains in bfloat16 on: an x86
+    CPU's AMX tiles or AVX512-BF16 instructions. An ARM CPU's BF16 instructions are not counted (native_bf16 says
+    why; cpu_bf16_instructions names them).
 
     Without them bfloat16 is emulated in float32 arithmetic plus conversions, several times slower than
     float32 (a training step 7x to 9x on an AVX2-only Zen 3: core.precision.precision_note).
@@ -158,6 +163,14 @@ def native_bf16(device: torch.device | str) -> bool:
 
     A CUDA GPU with bfloat16 units (compute capability 8.0 or newer), a CPU with AMX or AVX512-BF16.
     Apple's GPUs answer no: autocast to bfloat16 there still lacks kernels, so auto keeps float32.
+
+    An ARM CPU with BF16 instructions (Graviton 3 and 4, Apple M2 and later: cpu_bf16_instructions) answers no as
+    well, a decision rather than a measurement: nobody here has timed a bfloat16 training step against float32 on
+    one. torch does hand its bfloat16 products to oneDNN there, but a step is more than its products (autocast's
+    conversions, attention, whose bfloat16 backward ran 5x slower than float32's on an x86 CPU: core.fastpath), and
+    on an x86 CPU without the units bfloat16 cost 7x to 9x a step (core.precision.precision_note). So dtype=auto and
+    Muon's Newton-Schulz stay float32 on ARM until a benchmark there says otherwise; dtype=bfloat16 runs it, and
+    :device and precision_note say so without calling it emulated.
     """
     device = torch.device(device)
     return _native_bf16(device.type, device.index)
@@ -188,8 +201,10 @@ def cpu_name() -> str:
         name, generation = "", None
     if not name:
         # platform.processor() says "arm" on an Apple silicon Mac and "Intel64 Family 6 Model 154 Stepping 3,
-        # GenuineIntel" on Windows: :device named the first "arm, 8 cores"; torch's reading says "Apple M2"
-        name = torch_cpu_name()
+        # GenuineIntel" on Windows: :device named the first "arm, 8 cores"; torch's reading says "Apple M2". On ARM
+        # Linux torch names the chip only where /proc/cpuinfo's "Hardware" line names one it knows (its cpuinfo
+        # library: a phone's or a Raspberry Pi's, "" on an ARM server), so the core from cpuinfo comes next.
+        name = torch_cpu_name() or generation or ""
     if not name:
         try:
             name = platform.processor() or platform.machine() or "CPU"
@@ -221,8 +236,24 @@ _GENERATIONS = {
 }
 
 
+# ARM cores by implementer and part, as /proc/cpuinfo gives them in hex ("CPU implementer : 0x41", "CPU part : 0xd40";
+# Linux's arch/arm64/include/asm/cputype.h lists them): an ARM Linux /proc/cpuinfo has no "model name", so these are
+# all it says of the processor (:device said "aarch64"). The common ones only; an unknown part names none.
+ARM_CORES = {
+    (0x41, 0xD03): "ARM Cortex-A53", (0x41, 0xD05): "ARM Cortex-A55", (0x41, 0xD07): "ARM Cortex-A57",
+    (0x41, 0xD08): "ARM Cortex-A72", (0x41, 0xD0B): "ARM Cortex-A76", (0x41, 0xD0C): "ARM Neoverse N1",
+    (0x41, 0xD40): "ARM Neoverse V1", (0x41, 0xD41): "ARM Cortex-A78", (0x41, 0xD49): "ARM Neoverse N2",
+    (0x41, 0xD4F): "ARM Neoverse V2", (0x41, 0xD84): "ARM Neoverse V3",
+}
+# A 32-bit ARM kernel's "model name" ("ARMv7 Processor rev 3 (v7l)"): the instruction set, not the processor
+_ARM_ISA_NAME = re.compile(r"ARMv\d+ Processor\b")
+# A Raspberry Pi's board ("Model : Raspberry Pi 4 Model B Rev 1.4"), in a block of its own after all the processors'
+_BOARD = re.compile(r"^Model\s*:[ \t]*(\S.*?)\s*$", re.MULTILINE)
+
+
 def read_cpuinfo(text: str) -> tuple[str, str | None]:
-    """The first processor's model name in /proc/cpuinfo's text, and its generation if known (_GENERATIONS)."""
+    """The first processor's model name in /proc/cpuinfo's text, and its generation if known (_GENERATIONS); on ARM,
+    the board's name where the text gives one (a Raspberry Pi's), and the core as the generation (ARM_CORES)."""
     fields: dict[str, str] = {}
     for line in text.splitlines():
         if not line.strip():
@@ -232,6 +263,8 @@ def read_cpuinfo(text: str) -> tuple[str, str | None]:
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
     name = fields.get("model name", "")
+    if "CPU implementer" in fields:  # ARM: x86's blocks have no such key
+        return _read_arm_cpuinfo(text, fields, name)
     try:
         family, model = int(fields["cpu family"]), int(fields["model"])
     except (KeyError, ValueError):
@@ -242,14 +275,75 @@ def read_cpuinfo(text: str) -> tuple[str, str | None]:
     return name, None
 
 
+def _read_arm_cpuinfo(text: str, fields: dict[str, str], name: str) -> tuple[str, str | None]:
+    """read_cpuinfo's answer for an ARM CPU, whose first block is `fields`: the board (after every processor's
+    block, which is why the whole text is searched) or else a model name that names more than the instruction set,
+    and the core."""
+    try:
+        core = ARM_CORES.get((int(fields["CPU implementer"], 16), int(fields.get("CPU part", ""), 16)))
+    except ValueError:
+        core = None
+    board = _BOARD.search(text)
+    if board:
+        name = board.group(1)
+    elif _ARM_ISA_NAME.match(name):
+        name = ""  # cpu_name then asks torch and the core
+    return name, core
+
+
 def cpu_bf16_units() -> str | None:
-    """Which bfloat16 units this CPU has: "AMX" (with or without AVX512-BF16), "AVX512-BF16", or None."""
+    """Which x86 bfloat16 units this CPU has: "AMX" (with or without AVX512-BF16), "AVX512-BF16", or None (an ARM CPU's
+    are cpu_bf16_instructions')."""
     try:
         if torch.cpu._is_amx_tile_supported():
             return "AMX"
         return "AVX512-BF16" if torch.cpu._is_avx512_bf16_supported() else None
     except Exception:  # a torch without these probes, or a CPU it cannot read: assume the plain case
         return None
+
+
+# platform.machine() of x86 and ARM processors (Linux, macOS and Windows spell them differently)
+X86_MACHINES = ("x86_64", "amd64", "i386", "i486", "i586", "i686", "x86")
+ARM_MACHINES = ("aarch64", "arm64", "aarch64_be", "armv8l", "armv8b", "armv7l", "arm")
+
+
+def cpu_is_x86() -> bool:
+    """Whether this is an x86 CPU, the kind whose bfloat16 units (AMX, AVX512-BF16) and slow emulated bfloat16 minitf
+    has measured, and so may name. Where platform cannot say: no, so that nothing claims them."""
+    try:
+        return platform.machine().lower() in X86_MACHINES
+    except Exception:
+        return False
+
+
+def cpu_is_arm() -> bool:
+    """Whether this is an ARM CPU (ARM Linux, Apple silicon)."""
+    try:
+        return platform.machine().lower() in ARM_MACHINES
+    except Exception:
+        return False
+
+
+def cpu_bf16_instructions() -> str | None:
+    """"ARM BF16" where this is an ARM CPU with the BF16 instructions (BFDOT, BFMMLA: Graviton 3 and 4, Neoverse V1 and
+    later, Apple M2 and later), as torch reads them; else None. dtype=auto does not train on them (native_bf16).
+
+    Asked of torch two ways, both its cpuinfo library's reading: oneDNN's bfloat16 check, which on ARM is whether
+    the CPU has BF16 (and is what routes torch's bfloat16 products to oneDNN there), and torch.cpu's capabilities,
+    whose "bf16" key a torch without oneDNN still has. On x86 the oneDNN check means something else (AVX512 that can
+    convert bfloat16), so it is asked on ARM alone."""
+    if not cpu_is_arm():
+        return None
+    try:
+        if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return "ARM BF16"
+    except Exception:  # a torch built without oneDNN, or older than the op
+        pass
+    try:
+        capabilities = torch.cpu.get_capabilities()
+    except Exception:  # older than torch.cpu.get_capabilities
+        return None
+    return "ARM BF16" if capabilities.get("bf16") or capabilities.get("sve_bf16") else None
 
 
 def cpu_kind() -> str:

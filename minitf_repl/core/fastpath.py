@@ -83,6 +83,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import time
 
 import torch
@@ -480,9 +481,31 @@ def products_uncounted():
 
 
 def products_kernel() -> str:
-    """"oneDNN" or "MKL": the kernel the fast path's float32 CPU products run on in this process (`onednn_faster`,
-    or $MINITF_PRODUCTS), as :device names it."""
-    return "oneDNN" if onednn_faster() else "MKL"
+    """"oneDNN", or torch's own library (`torch_products`: "MKL" on x86): the kernel the fast path's float32 CPU
+    products run on in this process (`onednn_faster`, or $MINITF_PRODUCTS), as :device and :train name it."""
+    return "oneDNN" if onednn_faster() else torch_products()
+
+
+# torch's build settings' BLAS_INFO (its cmake's names) and the library each names; "generic" (a libblas of any make)
+# and names not listed here name none
+BLAS_NAMES = {"open": "OpenBLAS", "openblas": "OpenBLAS", "accelerate": "Accelerate", "veclib": "vecLib",
+              "blis": "BLIS", "flexi": "FlexiBLAS", "atlas": "ATLAS", "eigen": "Eigen", "nvpl": "NVPL",
+              "apl": "Arm Performance Libraries", "armpl": "Arm Performance Libraries", "ssl2": "Fujitsu SSL2"}
+TORCH_OWN = "torch's own"  # torch_products where the build names no library minitf knows
+
+
+def torch_products() -> str:
+    """The library torch's own float32 CPU products (F.linear, matmul) run on: "MKL" where this torch has MKL (the x86
+    wheels), else the BLAS its build settings name ("OpenBLAS" in the ARM Linux wheels, "Accelerate" in the macOS
+    ones), else TORCH_OWN. Every float32 product used to be credited to MKL, on a Mac too, which has none."""
+    try:
+        if torch.backends.mkl.is_available():
+            return "MKL"
+        settings = torch.__config__.show()
+    except Exception:  # a torch that cannot say: claim no library
+        return TORCH_OWN
+    match = re.search(r"BLAS_INFO=([\w.+-]+)", settings)
+    return BLAS_NAMES.get(match.group(1).lower(), TORCH_OWN) if match else TORCH_OWN
 
 
 def products_choice() -> str | None:

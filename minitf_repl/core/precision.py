@@ -6,7 +6,9 @@ the gradients and the optimizer's state stay float32. Evaluation is never autoca
 validation loss measured after bfloat16 training compares with one measured after float32
 training. The default, `auto`, trains in bfloat16 where the hardware multiplies bfloat16 matrices
 natively (core.device.native_bf16: a GPU from the A100 on, a CPU with AMX or AVX512-BF16) and in
-float32 elsewhere, the way nanoGPT turns on bfloat16 and TF32 wherever the GPU has them.
+float32 elsewhere, the way nanoGPT turns on bfloat16 and TF32 wherever the GPU has them. An ARM CPU's
+BF16 instructions are left out until someone measures a bfloat16 step against float32 there
+(native_bf16 says why).
 
 Why auto and not float32 (bench/nanogpt.py and bench/recipes.py, 2-core Xeon with AMX, float32
 matmul peak about 280 GFLOP/s): a training step of the default model (4 x 4 x 128, batch 12) runs
@@ -54,7 +56,7 @@ import warnings
 import torch
 
 from .config import TRAIN_DTYPES
-from .device import bf16_isa_cap, capped_bf16_units, native_bf16
+from .device import bf16_isa_cap, capped_bf16_units, cpu_bf16_instructions, cpu_is_arm, cpu_is_x86, native_bf16
 from .errors import TrainingDiverged, UserError, is_out_of_memory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # config.TRAIN_DTYPES less "auto"
@@ -136,7 +138,7 @@ def put_back_modes(modes: tuple) -> None:
 
 
 def precision_note(dtype: str, device) -> str | None:
-    """One line for a person who asked for bfloat16 where the device has no bfloat16 units; else None.
+    """One line for a person who asked for bfloat16 where dtype=auto would not pick it (native_bf16); else None.
 
     There bfloat16 is emulated: it saves activation memory but costs time, several times float32's on a CPU. The
     line said "likely slower than float32" where a training step of the default model ran 7x to 9x slower (AMD EPYC,
@@ -149,9 +151,20 @@ def precision_note(dtype: str, device) -> str | None:
     (core.fastpath, `:device`), is of one kernel at one shape, which on CPUs with the units reads below 1x as well.
     It also stays one fixed line, which each command says once across :load, :set and :train (it is compared as
     said). GPUs without bfloat16 units were not measured: "likely slower" stays theirs.
+
+    Off x86 none of that was measured, and AMX and AVX512-BF16 are x86's: an ARM CPU (a Graviton, a Raspberry Pi, an
+    Apple M2) was told that it "has neither AMX nor AVX512-BF16" and that bfloat16 "is emulated, several times slower",
+    Graviton 3 having BF16 instructions. There the line says what torch finds and that nothing was measured
+    (non_x86_note). On mps it said "mps has no native bfloat16 matrix units", a claim about Apple's GPU nothing
+    checks: what is known is why auto keeps float32 there (core.device.native_bf16).
     """
     if dtype == "bfloat16" and not native_bf16(device):
         kind = torch.device(device).type
+        if kind == "mps":
+            return ("bfloat16 autocast on mps, where autocast to bfloat16 still lacks kernels: dtype=auto picks "
+                    "float32 here (compare the tokens/s)")
+        if kind == "cpu" and not cpu_is_x86():
+            return non_x86_note()
         where = ("this CPU has neither AMX nor AVX512-BF16" if kind == "cpu"
                  else f"{kind} has no native bfloat16 matrix units")
         units = capped_bf16_units() if kind == "cpu" else None
@@ -168,6 +181,19 @@ def precision_note(dtype: str, device) -> str | None:
         return (f"bfloat16 autocast, but {where}: it is emulated, several times slower than float32 ({measured}; "
                 "compare the tokens/s; dtype=auto picks float32 here)")
     return None
+
+
+def non_x86_note() -> str:
+    """precision_note's line on a CPU that is not x86: what torch finds of its bfloat16 instructions, and that its
+    bfloat16 speed against float32 was not measured (core.device.native_bf16, which keeps dtype=auto on float32)."""
+    if units := cpu_bf16_instructions():
+        return (f"bfloat16 autocast on a CPU with {units} instructions, not measured against float32 on ARM (compare "
+                "the tokens/s; dtype=auto picks float32 here)")
+    if cpu_is_arm():
+        return ("bfloat16 autocast, but torch finds no bfloat16 instructions (ARM BF16) on this CPU: likely slower "
+                "than float32, not measured on ARM (compare the tokens/s; dtype=auto picks float32 here)")
+    return ("bfloat16 autocast on a CPU whose bfloat16 speed against float32 was not measured (compare the tokens/s; "
+            "dtype=auto picks float32 here)")
 
 
 def compile_module(model: torch.nn.Module) -> tuple[torch.nn.Module | None, str | None]:

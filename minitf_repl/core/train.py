@@ -79,9 +79,9 @@ class RunSummary:
     # the seconds this call's steps and evaluations added to the run's elapsed, as the loss table counts them:
     # `seconds` (the call's wall time) holds what a caller does between steps too (drawing a live table)
     run_seconds: float = 0.0
-    # "oneDNN" or "MKL": the kernel this call's float32 CPU products ran on, which each process chooses (core.fastpath:
-    # measured, or $MINITF_PRODUCTS) and which moves a run's numbers; None where none ran (off the CPU, fast_path=off,
-    # a bfloat16 step's products without an evaluation)
+    # "oneDNN", or torch's own library ("MKL" on x86: core.fastpath.products_kernel): the kernel this call's float32 CPU
+    # products ran on, which each process chooses (core.fastpath: measured, or $MINITF_PRODUCTS) and which moves a
+    # run's numbers; None where none ran (off the CPU, fast_path=off, a bfloat16 step's products without an evaluation)
     cpu_float32_products: str | None = None
     # the steps of this call whose gradient norm was above grad_clip, so scaled down to it (0 where grad_clip is 0)
     clipped_steps: int = 0
