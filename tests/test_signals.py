@@ -82,6 +82,11 @@ def test_sigterm_to_a_one_shot_train_stops_it_autosaves_and_exits_143(tmp_path):
     assert autosave_step(tmp_path) == step > 0
 
 
+# Slow (7 s: a process that trains 6 CPU seconds before its signal). The default run keeps both halves of the claim:
+# test_sigterm_during_a_save_keeps_the_previous_checkpoint_and_ends_the_input (piped lines, repl.run_lines: SIGTERM
+# stops the command, no line after it runs, 143) and test_sigterm_to_a_one_shot_train_stops_it_autosaves_and_exits_143
+# (a real process: SIGTERM stops its training, which autosaves)
+@pytest.mark.slow
 @posix_only
 def test_sigterm_in_piped_input_stops_the_command_and_the_lines_after_it(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "minitf_repl", *SHELL_TINY], stdin=subprocess.PIPE,
