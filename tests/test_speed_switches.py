@@ -278,7 +278,8 @@ def test_no_cpp_compiler_says_so_in_one_line(monkeypatch):
     t = trainer(compile=True)
     notes = []
     summary = t.run(on_notice=notes.append)
-    assert notes == ["torch.compile needs a C++ compiler (c++, g++ or clang++) and none was found; training eagerly"]
+    assert notes == ["torch.compile needs a C++ compiler (c++, g++ or clang++) and none was found; install one (e.g. "
+                     "g++), or set compile=off; training eagerly"]
     assert not summary.compiled and summary.steps == 2
 
 

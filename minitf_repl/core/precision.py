@@ -20,10 +20,13 @@ the last digit, checking a gradient) `:set dtype=float32` says so.
 
 Compilation (`compile=on`): the trainer calls `torch.compile(model)`, a wrapper around the same
 module and the same parameters, so the optimizer, checkpoints and evaluation see nothing new. The
-first step through it traces and compiles (seconds to minutes); later steps reuse the code. Where
-the platform cannot compile (no C++ compiler, an unsupported Python, an error inside inductor),
-the trainer trains eagerly instead and says so in one line: `compile_module` and
-`compile_failure_line` give that line, `is_compile_failure` tells such an error from a real one.
+first step through it traces and compiles (seconds to minutes); later steps reuse the code, until torch
+compiles again where something the code is specialised on changed (a batch size, dropout, the dtype):
+each compile is said before it (`run_compiled` asks torch whether it compiles) and timed apart from
+the run's speed. Where the platform cannot compile (no C++ compiler, an unsupported Python, an error
+inside inductor), the trainer trains eagerly instead and says so in one line: `compile_module` and
+`compile_failure_line` give that line, `is_compile_failure` tells such an error from a real one. Ctrl-C
+is kept from the C++ compilers a step starts (`compilers_deaf_to_ctrl_c`), which it killed half-way.
 
 Why compile stays off by default, and there is no `compile=auto` (issue 16 asked to weigh one): on a
 CPU without bfloat16 units a compiled float32 step of the default model measured 1.02x to 1.03x the
@@ -49,9 +52,11 @@ import contextlib
 import getpass
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 
 import torch
 
@@ -204,11 +209,14 @@ def compile_module(model: torch.nn.Module) -> tuple[torch.nn.Module | None, str 
     """
     compilers = cpp_compilers()
     if not any(shutil.which(c) for c in compilers):
+        # each line gives its fix, both ways: the compiler to install (or the prompt that has it), or compile=off,
+        # which a learner who only tried the switch wants (the line said what was missing and no way on)
         if sys.platform == "win32":  # cl is on the PATH only in the prompt Visual Studio's Build Tools open
             return None, (f"torch.compile needs a C++ compiler ({compilers[0]}: Visual Studio's cl, in its Developer "
-                          "Command Prompt) and none was found; training eagerly")
+                          "Command Prompt) and none was found; start minitf in that prompt, or set compile=off; "
+                          "training eagerly")
         return None, (f"torch.compile needs a C++ compiler ({', '.join(compilers[:-1])} or {compilers[-1]}) and none "
-                      "was found; training eagerly")
+                      "was found; install one (e.g. g++), or set compile=off; training eagerly")
     keep_capped_kernels_apart()
     try:
         return torch.compile(model), None
@@ -216,17 +224,17 @@ def compile_module(model: torch.nn.Module) -> tuple[torch.nn.Module | None, str 
         return None, compile_failure_line(e)
 
 
-def compiling_line(dtype: str, device, again: bool = False) -> str:
-    """What a run says as it starts to compile (compile=on), before the step that compiles.
+def compiling_line(dtype: str, device, again: str | None = None) -> str:
+    """What a run says as it starts to compile (compile=on), before the seconds the compile takes (core.train asks
+    torch whether a step compiles: run_compiled).
 
     That step ran 20 s to nearly two minutes on a 2-core AMD EPYC (Zen 3) under a bar at "0/60 eta -:--:--" and no
     word, or in a log nothing at all: it reads as a hang. Where the run is float32 on a CPU it says too that compiling
     gains a few per cent at most there (this module's docstring, docs/speed.md), so that a learner who turned it on
-    for speed knows the wait buys little. `again`: a recompile, for the path that runs now (fast_path switched, a
-    hook needs the readable model, or torchrun's wrapper was made anew)."""
+    for speed knows the wait buys little. `again`: a compile after an earlier one, and why, in words that follow
+    "compiling the model again, " ("as the batch size (4 -> 8) changed since ...": core.train words it)."""
     if again:
-        line = ("compiling the model again, as the path a step runs through changed since it was compiled (fast_path, "
-                "a view's hooks): the next step takes seconds to minutes")
+        line = f"compiling the model again, {again}: this step takes seconds to minutes"
     else:
         line = ("compiling the model (compile=on): the first step takes seconds to minutes, the steps after it reuse "
                 "the compiled code")
@@ -234,6 +242,86 @@ def compiling_line(dtype: str, device, again: bool = False) -> str:
         line += ("; in float32 on a CPU the compiled steps run a few per cent faster at most, too little to win "
                  "that time back in most runs (compile=off skips the compile)")
     return line
+
+
+# Why compile=on compiles again after an earlier compile, where core.train knows it before the step (the words after
+# "compiling the model again, "); a recompile of torch's own (a guard that failed: a batch size changed) is worded
+# where it is heard (core.train), from what the step's input and settings were
+PATH_CHANGED = ("as the path a step runs through changed since it was compiled (fast_path, a view's hooks, or "
+                "torchrun's wrapper made anew)")
+AFTER_STOP = "as the last compile was stopped before it ended"
+AFTER_FAILURE = "trying once more after the last compile failed (compile was switched on again)"
+# said where a compile failed while a stop (Ctrl-C) was asked: its compilers died of that SIGINT (one sent to their
+# process group where compilers_deaf_to_ctrl_c could not hold it back), and the compile failed with "CppCompileError:
+# C++ compile error", which blamed the compiler and switched compile off
+COMPILE_STOPPED = ("stopped while compiling the model, before the step was done: compile stays on, and the next run "
+                   "compiles again (compile=off trains without compiling)")
+
+
+def forget_compiled() -> None:
+    """Drop what torch's compiler front end (dynamo) keeps in this process of its compiles, so that the next compile
+    traces afresh (torch.compiler.reset: "as if a fresh process" for dynamo); the on-disk cache is kept.
+
+    Called where a compile failed or was stopped. Inductor's in-memory cache of C++ builds is not reached: it has no
+    public way in (torch._inductor's clear_caches is private, and this package imports no private module), and a
+    build killed half-way stays there as a failed one, which fails that kernel's every later compile in the process.
+    Ctrl-C, the way a person kills one, no longer reaches the compilers (compilers_deaf_to_ctrl_c); another kill of
+    them leaves a compile that fails again, with its line, until a new process."""
+    try:
+        torch.compiler.reset()
+    except Exception:  # a clean-up after a failure never raises a second error over it: at worst the next compile
+        pass  # fails as this one did, and its own line says so
+
+
+@contextlib.contextmanager
+def compilers_deaf_to_ctrl_c():
+    """Around a compiled step: Ctrl-C (SIGINT) blocked in this thread, so that the C++ compilers a compile starts from
+    it, or from the worker threads it starts, inherit it blocked (fork and execve keep a signal mask) and finish their
+    build. The process still hears it: through another of its threads at once (Python runs the handler in the main
+    thread), else as the block ends. The stop comes after the step, as every Ctrl-C of a run does, with the compiled
+    code kept.
+
+    Why: the terminal sends Ctrl-C to every process of its foreground group, inductor's g++ and cc1plus too, started
+    with no way to put them in a group of their own short of patching subprocess for the whole process. Killed, a
+    compile failed as "CppCompileError: C++ compile error", which blamed the compiler and switched compile off; the
+    killed build stayed in inductor's memory, a failure of every later compile of the process (forget_compiled); one
+    killed as it linked left its .so truncated in the on-disk cache ("file too short"), a failure in the next
+    process too. Waiting for a compile costs the seconds it has left; no cut in it is clean. Not on Windows, which
+    has no signal masks."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a SIGINT held back is delivered here
+
+
+def tells_compiles(module) -> bool:
+    """Whether `module` is torch.compile's own wrapper (it holds the module as _orig_mod, as core.model reads it), whose
+    compiles run_compiled can tell; a stand-in (a test's) is taken to compile at its first step instead."""
+    return isinstance(module, torch.nn.Module) and hasattr(module, "_orig_mod")
+
+
+def run_compiled(call: Callable[[], object], before_compile: Callable[[], None]) -> tuple[object, bool]:
+    """(call(), whether torch compiled in it), for a call through torch.compile's wrapper (tells_compiles).
+
+    The call is tried first under the stance "fail_on_recompile" (torch.compiler.set_stance, public), at which torch
+    raises where it would compile, the first time as every time after (a guard that failed: a batch size, dropout or
+    the dtype changed since): where it raises, `before_compile()` is called (what says so, before the seconds it
+    takes, and puts back what the try drew) and the call made again, compiling. Torch decides when it compiles: a
+    batch size it saw twice may be compiled for any size by then (dynamic shapes), and after :load a new wrapper
+    reused the code compiled for the old one; a guess from what changed announced a compile that took 0.0 s and
+    missed the 56 s one after `:set batch_size`. A try that fails for another reason fails again in the call made
+    after it, which raises."""
+    try:
+        with torch.compiler.set_stance("fail_on_recompile"):
+            return call(), False
+    except Exception:  # torch's RuntimeError "Detected recompile when torch.compile stance is 'fail_on_recompile'",
+        pass  # told by no type of its own: any error is tried again, and the call below raises a real one
+    before_compile()
+    return call(), True
 
 
 def compile_advice() -> str | None:
@@ -281,7 +369,33 @@ def compile_failure_line(exc: BaseException) -> str:
         where, fix = warning_filter()
         return (f"torch.compile failed here: a warning filter ({where}) turned a {type(warning).__name__} raised while "
                 f"compiling into an error ({first}); {fix} to compile; training eagerly")
+    if (folder := unwritable_cache(exc)) is not None:
+        # "(NotADirectoryError: ... '/tmp/x/afile/sub')" named a path and not the variable that put it there
+        return (f"torch.compile failed here ({type(exc).__name__}: {first}): it keeps its compiled kernels in "
+                f"TORCHINDUCTOR_CACHE_DIR={folder}, which it cannot make or write; start minitf again with that "
+                "variable set to a folder you can write (or unset: torch's own folder in the temporary folder), or "
+                "set compile=off; training eagerly")
     return f"torch.compile failed here ({type(exc).__name__}: {first}); training eagerly"
+
+
+def unwritable_cache(exc: BaseException) -> str | None:
+    """The folder of TORCHINDUCTOR_CACHE_DIR where `exc` is, or was raised from, an OSError on a path inside it (a
+    file where a folder should be, no permission); None: none such. torch puts its default folder into the variable
+    at its first compile (cache_dir_utils.cache_dir), so an unset one is named too, as the variable's folder it is."""
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").strip()
+    if not folder:
+        return None
+    inside = os.path.abspath(folder)
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        for path in (getattr(exc, "filename", None), getattr(exc, "filename2", None)):
+            if isinstance(exc, OSError) and isinstance(path, str) and path:
+                path = os.path.abspath(path)
+                if path == inside or path.startswith(inside.rstrip(os.sep) + os.sep):
+                    return folder
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def raised_warning(exc: BaseException) -> Warning | None:

@@ -18,6 +18,7 @@ none of that happens: every distributed branch below is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -38,8 +39,9 @@ from .history import History, StepInfo
 from .memory import release_freed
 from .model import require_model
 from .optimizers import follow_dtype, make_optimizer, set_weight_decay
-from .precision import (autocast, compile_advice, compile_failure_line, compile_module, compiling_line,
-                        is_compile_failure, precision_note, training_dtype)
+from .precision import (AFTER_FAILURE, AFTER_STOP, COMPILE_STOPPED, PATH_CHANGED, autocast, compile_advice,
+                        compile_failure_line, compile_module, compilers_deaf_to_ctrl_c, compiling_line, forget_compiled,
+                        is_compile_failure, precision_note, run_compiled, tells_compiles, training_dtype)
 from .probe import evaluating
 from .words import count
 
@@ -67,11 +69,13 @@ class RunSummary:
     train_loss: float | None
     val_loss: float | None
     accuracy: float | None
-    tokens_per_second: float | None  # with compile on: the steady state, the compiling step left out; None: no step
+    tokens_per_second: float | None  # with compile on: the steady state, the compiling steps left out; None: no step
     seconds: float
     dtype: str = "float32"  # the training forward's precision (core.precision)
     compiled: bool = False  # the steps ran through torch.compile
-    compile_seconds: float | None = None  # the first compiled step, compilation included (None: none here)
+    # the steps that compiled (the first compiled step, or one torch compiled again: a batch size changed),
+    # compilation included (None: none here)
+    compile_seconds: float | None = None
     notes: list = dataclasses.field(default_factory=list)  # the lines given to on_notice
     threads: int = 1  # torch's CPU threads when the call ended (core.threads)
     val_bpc: float | None = None  # val_loss in bits per character (text data only)
@@ -97,6 +101,12 @@ def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
     if not weight:
         return 0.0
     return weight * (aux.detach() if detach else aux).float()
+
+
+class CompileStopped(Exception):
+    """A stop request (Ctrl-C) came while a step compiled the model, and the compile failed: its C++ compilers died of
+    a SIGINT that reached them all the same (precision.compilers_deaf_to_ctrl_c keeps the terminal's Ctrl-C from
+    them). The step is undone and the run stops (Trainer._run)."""
 
 
 class EvaluationStopped(Exception):
@@ -195,7 +205,14 @@ class Trainer:
         self.trained_dtype: str | None = None
         self._compiled = None  # torch.compile(model), made on the first step with config.compile
         self._compiled_from = None  # the module _compiled wraps (the fast path or the model)
-        self._compile_pending = False  # the next compiled step compiles: timed apart
+        # a wrapper torch does not say the compiles of (precision.tells_compiles: not torch.compile's): its first step
+        # is taken to compile, said before it and timed apart; torch.compile's are asked (precision.run_compiled)
+        self._compile_pending = False
+        # why the next compile is one again (precision.AFTER_STOP, ...): said with it; None: a first, or torch's own
+        self._compile_again: str | None = None
+        # what the last compiled step's code was specialised on (compile_signature): a recompile of torch's own is
+        # worded from what changed since; None: no compiled step yet
+        self._compiled_signature: tuple | None = None
         self._compile_failed: str | None = None  # why this platform could not compile: train eagerly
         self._noted: set[str] = set()  # notes already given (each is said once per trainer)
         # True: this trainer trains in its own process alone even under torchrun (a diagnostic's private model,
@@ -247,8 +264,9 @@ class Trainer:
             set_weight_decay(self.optimizer, config.weight_decay)
         if config.seed != old.seed:
             self.generator.manual_seed(config.seed)
-        if config.compile and not old.compile:
-            self._compile_failed = None  # switched on again: try again
+        if config.compile and not old.compile and self._compile_failed is not None:
+            self._compile_failed = None  # switched on again: try again (forget_compiled dropped dynamo's memory of it)
+            self._compile_again = AFTER_FAILURE
 
     def start_run(self, steps: int | None = None, constant_lr: float | None = None) -> None:
         """Begin a run of `steps` (default: config.steps): a fresh schedule, or `constant_lr` throughout."""
@@ -443,8 +461,14 @@ class Trainer:
                     group["lr"] = lr
                 x, y = self._train_batch()
                 x, y = x.to(self.device), y.to(self.device)
-                loss, grad_norm, through_compile = self._forward_backward(x, y, before, note)
+                loss, grad_norm, through_compile, compiling = self._forward_backward(x, y, before, note, should_stop)
                 aux_loss = self._global_aux_loss()  # a collective under DDP: before the update, as the loss's
+            except CompileStopped:  # the step is undone, and the run stops before it
+                self._undo_step_start(before)
+                self._noted.discard(COMPILE_STOPPED)  # said at each such stop
+                note(COMPILE_STOPPED)
+                stopped = True
+                break
             except BaseException as e:
                 self._undo_step_start(before)
                 self._raise_if_peer_lost(e)
@@ -467,10 +491,9 @@ class Trainer:
 
             step_seconds = time.perf_counter() - t0
             compiled |= through_compile
-            compiling = through_compile and self._compile_pending
-            if compiling:  # compilation is a one-off: timed apart from the steady-state speed
-                self._compile_pending = False
-                compile_seconds, compile_tokens = step_seconds, x.numel() * ranks
+            if compiling:  # compilation is a one-off (again where torch recompiles): timed apart from the steady speed
+                compile_seconds = (compile_seconds or 0.0) + step_seconds
+                compile_tokens += x.numel() * ranks
             else:
                 tokens += x.numel() * ranks
                 busy += step_seconds
@@ -646,46 +669,119 @@ class Trainer:
                       f"{', '.join(measured)}")
         return False
 
-    def _forward_backward(self, x, y, before: tuple, note: Callable[[str], None]):
-        """(loss, gradient norm, whether it ran through torch.compile) of one batch; gradients are set.
+    def _forward_backward(self, x, y, before: tuple, note: Callable[[str], None], should_stop=None):
+        """(loss, gradient norm, whether it ran through torch.compile, whether it compiled) of one batch; gradients
+        are set.
 
         The forward pass runs in the configured dtype (core.precision.autocast) and, with compile on,
         through the compiled model. An error of the compiler (not of the step: see
-        is_compile_failure) switches this trainer to eager for good and redoes the batch eagerly.
+        is_compile_failure) switches this trainer to eager for good and redoes the batch eagerly;
+        one while a stop was asked (`should_stop()`, Ctrl-C) stops instead (CompileStopped).
         """
         forward, eager = self._train_forward(note), self._eager_forward()
+        # whether this step compiles (or began to): a stand-in wrapper's first step (_train_forward said so), or
+        # torch.compile's where torch says it must (run_compiled)
+        pending, self._compile_pending = self._compile_pending, False
+        compiles = [pending]
+        # why this wrapper compiles again, where known before its first step (after a stop, a failure, a new path)
+        again = None
+        if forward is not eager:
+            again, self._compile_again = self._compile_again, None
+
+        def before_compile() -> None:  # torch is about to compile in this step: said first, and timed apart
+            compiles[0] = True
+            set_random_state(before[1], self.device)  # what the try drew (dropout), drawn again by the compiling call
+            line = compiling_line(self.config.dtype, self.device, again or self._recompile_words(x))
+            self._noted.discard(line)  # said at each compile, not once a trainer as other notes are: each one waits
+            note(line)
+
+        def compiling() -> bool:
+            return forward is not eager and compiles[0]
+
         try:
-            with autocast(self.config.dtype, self.device):
-                _, loss = forward(x, y)
-            loss = loss.float()
-            # What the step reports is the cross-entropy alone, as val_loss is: a mixture of experts' step also
-            # minimises moe_aux_weight x its load-balancing loss, which the loss table shows as a column of its own.
-            # Under DDP each rank backpropagates its own slice's loss (DDP averages the gradients);
-            # what it reports, and checks for divergence alike on every rank, is the global batch's.
-            cross_entropy = loss.detach() - _aux_share(self.model)
-            if self._ddp is not None and self._target_share != 1.0:
-                # a slice with more (or fewer) of the global batch's targets than its share: its mean weighs
-                # by its count, so that DDP's average of the ranks' gradients is the global batch's mean's
-                aux = _aux_share(self.model, detach=False)
-                loss = (loss - aux) * self._target_share + aux
-                cross_entropy = cross_entropy * self._target_share
-            shown = cross_entropy if self._ddp is None else distributed.mean(cross_entropy)
-            self._check_finite("loss", shown, (x, y))
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-            self._check_finite("gradient norm", grad_norm, (x, y))
+            with contextlib.ExitStack() as compiled_step:
+                if forward is not eager:  # the compilers a step starts are kept from the terminal's Ctrl-C (its stop
+                    # waits for the step's end, as any step's does), which killed them half-way
+                    compiled_step.enter_context(compilers_deaf_to_ctrl_c())
+                with autocast(self.config.dtype, self.device):
+                    if forward is eager or pending or not tells_compiles(forward):
+                        _, loss = forward(x, y)
+                    else:
+                        (_, loss), _ = run_compiled(lambda: forward(x, y), before_compile)
+                loss = loss.float()
+                # What the step reports is the cross-entropy alone, as val_loss is: a mixture of experts' step also
+                # minimises moe_aux_weight x its load-balancing loss, which the loss table shows as a column of its
+                # own. Under DDP each rank backpropagates its own slice's loss (DDP averages the gradients);
+                # what it reports, and checks for divergence alike on every rank, is the global batch's.
+                cross_entropy = loss.detach() - _aux_share(self.model)
+                if self._ddp is not None and self._target_share != 1.0:
+                    # a slice with more (or fewer) of the global batch's targets than its share: its mean weighs
+                    # by its count, so that DDP's average of the ranks' gradients is the global batch's mean's
+                    aux = _aux_share(self.model, detach=False)
+                    loss = (loss - aux) * self._target_share + aux
+                    cross_entropy = cross_entropy * self._target_share
+                shown = cross_entropy if self._ddp is None else distributed.mean(cross_entropy)
+                self._check_finite("loss", shown, (x, y))
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+                self._check_finite("gradient norm", grad_norm, (x, y))
         except Exception as e:
             if forward is eager or not is_compile_failure(e):
                 raise
-            self._compiled, self._compile_pending = None, False
+            # dynamo's memory of the failed compile is dropped, so that compile=on switched on again, or the next run
+            # after a stop, traces afresh (inductor's memory of a killed build it cannot reach: forget_compiled)
+            self._forget_compiled()
+            # A SIGINT that reached the compilers all the same (sent to the process group by `kill -INT -PGID`, or a
+            # compiler started from a thread made before the Ctrl-C was held back) kills them, and the compile fails
+            # as a CppCompileError. A stop asked meanwhile is taken as its cause: the compiler is not blamed, compile
+            # stays on, and the run stops before this step (not redone eagerly: the person asked to stop, and it was
+            # not done yet). Asked of this process alone: compile=on under torchrun was never verified
+            # (docs/distributed.md).
+            if compiling() and should_stop is not None and should_stop():
+                self._compile_again = AFTER_STOP
+                raise CompileStopped() from None
             self._compile_failed = compile_failure_line(e)
             note(self._compile_failed)
             set_random_state(before[1], self.device)  # the eager retry draws the same dropout masks
             self.optimizer.zero_grad(set_to_none=True)
-            return self._forward_backward(x, y, before, note)
-        return shown, grad_norm, forward is not eager
+            return self._forward_backward(x, y, before, note, should_stop)
+        except BaseException:  # a KeyboardInterrupt inside a compile (a script's Ctrl-C) leaves it half made
+            if compiling():
+                self._forget_compiled()
+                self._compile_again = AFTER_STOP
+            raise
+        if forward is not eager:  # what the next compiled step's recompile, if torch makes one, is worded against
+            self._compiled_signature = self._compile_signature(x)
+        return shown, grad_norm, forward is not eager, compiling()
+
+    def _forget_compiled(self) -> None:
+        """Drop the compiled wrapper and what torch keeps of its compiles (precision.forget_compiled)."""
+        self._compiled, self._compile_pending = None, False
+        forget_compiled()
+
+    def _compile_signature(self, x) -> tuple:
+        """What the compiled code is specialised on, as a person sets it: (batch size, sequence length, dropout, the
+        dtype the step runs in, the thread count). torch's guards check more (they name what failed under
+        TORCH_LOGS=recompiles); these are what a :set changes between runs."""
+        return (x.shape[0], x.shape[1], getattr(self.model.config, "dropout", 0.0),
+                training_dtype(self.config.dtype, self.device), torch.get_num_threads())
+
+    def _recompile_words(self, x) -> str | None:
+        """Why torch compiles again in this step, after "compiling the model again, ": what changed since the last
+        compiled step; None where no step was compiled before through this trainer (its first compile)."""
+        if self._compiled_signature is None:
+            return None
+        names = ("the batch size", "the sequence length", "dropout", "the dtype", "the thread count")
+        changed = [f"{name} ({was} -> {now})" for name, was, now in
+                   zip(names, self._compiled_signature, self._compile_signature(x)) if was != now]
+        if not changed:
+            return ("as torch found something its compiled code is specialised on changed since the last compiled "
+                    "step (TORCH_LOGS=recompiles names it)")
+        what = changed[0] if len(changed) == 1 else ", ".join(changed[:-1]) + " and " + changed[-1]
+        them = "it" if len(changed) == 1 else "them"
+        return f"as {what} changed since the last compiled step, and torch specialises the compiled code on {them}"
 
     def _train_forward(self, note: Callable[[str], None]):
         """What a training step calls: the model, or torch.compile(model) when config.compile is on."""
@@ -697,7 +793,8 @@ class Trainer:
             # the readable model must run): compile what runs now, never the other path.
             self._compiled = None
         if self._compiled is None:
-            again = self._compiled_from is not None  # compiled before: the path changed, or DDP wrapped it anew
+            if self._compiled_from is not None and self._compiled_from is not eager and self._compile_again is None:
+                self._compile_again = PATH_CHANGED  # compiled before: the path changed, or DDP wrapped it anew
             self._compiled_from = eager
             note(compile_advice())  # before torch.compile: it filters out torch's own warning of that
             self._compiled, why = compile_module(eager)  # under DDP: compile the wrapper (torch's advice)
@@ -705,12 +802,15 @@ class Trainer:
                 self._compile_failed = why
                 note(why)
                 return eager
-            # torch.compile is lazy: the step about to run compiles, for seconds to minutes, under a bar at 0 or a
-            # log's silence. Said at each compile, not once a trainer as other notes are: each one waits as long.
-            line = compiling_line(self.config.dtype, self.device, again)
-            self._noted.discard(line)
-            note(line)
-            self._compile_pending = True
+            if not tells_compiles(self._compiled):
+                # torch.compile is lazy: the step about to run compiles, for seconds to minutes, under a bar at 0 or
+                # a log's silence. torch.compile's own wrapper is said where torch says it compiles (run_compiled):
+                # after :load it reused the code compiled before, and "compiling the model" was said of 0.0 s.
+                again, self._compile_again = self._compile_again, None
+                line = compiling_line(self.config.dtype, self.device, again)
+                self._noted.discard(line)
+                note(line)
+                self._compile_pending = True
         return self._compiled
 
     # --- one rank of several (core.distributed); in a single process these are the plain paths --------
