@@ -112,7 +112,8 @@ def test_a_compiled_run_says_before_its_first_step_that_it_compiles_and_what_it_
     assert result.compiled and result.compile_seconds is not None
     compiling = [n for n in hooks.said if isinstance(n, str) and n.startswith("compiling the model")]
     assert compiling == ["compiling the model (compile=on): the first step takes seconds to minutes, the steps after "
-                         "it reuse the compiled code; in float32 on a CPU the compiled steps run a few per cent "
+                         "it reuse the compiled code; a Ctrl-C meanwhile stops the run once the compile ends; in "
+                         "float32 on a CPU the compiled steps run a few per cent "
                          "faster at most, too little to win that time back in most runs (compile=off skips the "
                          "compile)"], hooks.said
     assert hooks.said.index(compiling[0]) < hooks.said.index(("step", 1))

@@ -355,6 +355,8 @@ def cpu_kind() -> str:
         bf16 = f"native bfloat16 ({cpu_bf16_units() or 'AMX or AVX512-BF16'})"
     elif bf16_isa_cap() and cpu_bf16_units():
         bf16 = f"no native bfloat16 (its {cpu_bf16_units()} units capped off)"
+    elif cpu_bf16_instructions():  # as :device says it: the instructions are there, auto does not train on them
+        bf16 = f"{cpu_bf16_instructions()} instructions (dtype=auto keeps float32 on them, unmeasured)"
     else:
         bf16 = "no native bfloat16"
     caps = isa_caps()

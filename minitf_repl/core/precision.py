@@ -238,6 +238,8 @@ def compiling_line(dtype: str, device, again: str | None = None) -> str:
     else:
         line = ("compiling the model (compile=on): the first step takes seconds to minutes, the steps after it reuse "
                 "the compiled code")
+    if hasattr(signal, "pthread_sigmask"):  # compilers_deaf_to_ctrl_c: "stopping after this step" waits for the step
+        line += "; a Ctrl-C meanwhile stops the run once the compile ends"
     if torch.device(device).type == "cpu" and training_dtype(dtype, device) == "float32":
         line += ("; in float32 on a CPU the compiled steps run a few per cent faster at most, too little to win "
                  "that time back in most runs (compile=off skips the compile)")
@@ -304,6 +306,10 @@ def tells_compiles(module) -> bool:
     return isinstance(module, torch.nn.Module) and hasattr(module, "_orig_mod")
 
 
+# the stance run_compiled tries a step under, which torch's error names
+RECOMPILE_STANCE = "fail_on_recompile"
+
+
 def run_compiled(call: Callable[[], object], before_compile: Callable[[], None]) -> tuple[object, bool]:
     """(call(), whether torch compiled in it), for a call through torch.compile's wrapper (tells_compiles).
 
@@ -313,13 +319,15 @@ def run_compiled(call: Callable[[], object], before_compile: Callable[[], None])
     takes, and puts back what the try drew) and the call made again, compiling. Torch decides when it compiles: a
     batch size it saw twice may be compiled for any size by then (dynamic shapes), and after :load a new wrapper
     reused the code compiled for the old one; a guess from what changed announced a compile that took 0.0 s and
-    missed the 56 s one after `:set batch_size`. A try that fails for another reason fails again in the call made
-    after it, which raises."""
+    missed the 56 s one after `:set batch_size`. A try that fails for another reason raises as it is: it had been
+    tried again, after a false "compiling the model again" line, so an out-of-memory step ran twice and was timed as
+    a compile."""
     try:
-        with torch.compiler.set_stance("fail_on_recompile"):
+        with torch.compiler.set_stance(RECOMPILE_STANCE):
             return call(), False
-    except Exception:  # torch's RuntimeError "Detected recompile when torch.compile stance is 'fail_on_recompile'",
-        pass  # told by no type of its own: any error is tried again, and the call below raises a real one
+    except RuntimeError as e:  # torch's "Detected recompile when torch.compile stance is 'fail_on_recompile'. ...",
+        if RECOMPILE_STANCE not in str(e):  # told by no type of its own, but always by the stance's name
+            raise
     before_compile()
     return call(), True
 

@@ -698,6 +698,7 @@ class Trainer:
         def compiling() -> bool:
             return forward is not eager and compiles[0]
 
+        built = False  # the step's compile ended: a Ctrl-C held back and heard as the block ends finds it whole
         try:
             with contextlib.ExitStack() as compiled_step:
                 if forward is not eager:  # the compilers a step starts are kept from the terminal's Ctrl-C (its stop
@@ -727,6 +728,7 @@ class Trainer:
                 max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
                 self._check_finite("gradient norm", grad_norm, (x, y))
+                built = True
         except Exception as e:
             if forward is eager or not is_compile_failure(e):
                 raise
@@ -748,7 +750,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             return self._forward_backward(x, y, before, note, should_stop)
         except BaseException:  # a KeyboardInterrupt inside a compile (a script's Ctrl-C) leaves it half made
-            if compiling():
+            if compiling() and not built:  # (one held back to the block's end comes after a compile that ended)
                 self._forget_compiled()
                 self._compile_again = AFTER_STOP
             raise
