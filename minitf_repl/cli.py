@@ -1344,7 +1344,14 @@ def root(
             loaded = load_checkpoint(session, load, data, debug, quiet)
     elif settings and data is not None:  # a setting may read the data (tokenizer=bpe:N): a bad --data is --data's
         with _one_line("--data", debug):
-            session.data  # noqa: B018 - read now, where its error names the option that gave it
+            # a large file is said before its seconds of reading (Session.data tells on_build), as a command says it
+            from .render.live import QuietReporter
+
+            before, session.on_build = session.on_build, None if quiet else QuietReporter(_stderr()).notice
+            try:
+                session.data  # noqa: B018 - read now, where its error names the option that gave it
+            finally:
+                session.on_build = before
     with _one_line("--set", debug):
         apply_settings(session, settings, quiet, load)
     if startup.interrupted():  # Ctrl-C while the session was set up, which an import may have swallowed

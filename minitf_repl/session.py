@@ -267,9 +267,16 @@ class Session:
             # said before core.data (and torch, 1.3 s) is imported: `minitf --data missing.txt tok hi` took 1.7 s
             if (problem := data_problem(self.data_spec)) is not None:
                 raise DataError(problem)
-            from .core.data import load_data
+            from .core.data import load_data, reading_notice
+            from .core.interrupts import cut_short
 
-            data = load_data(self.data_spec, self.tokenizer)
+            # A large file is said before its seconds of reading, as :data says it (`minitf --data big.txt train` was
+            # silent for 11 s), to the running command (on_build: dispatch.run_command sets it). Ctrl-C stops the
+            # read at once, as the notice says: nothing is held yet, and the data stays unread
+            if self.on_build is not None and (said := reading_notice(self.data_spec)) is not None:
+                self.on_build(said)
+            with cut_short():
+                data = load_data(self.data_spec, self.tokenizer)
             # A file can turn out to be known data (a local copy of tiny Shakespeare): its recipe then.
             config, _ = self.recipe_switch(data)
             self._data = data

@@ -322,7 +322,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
             saved_spec = checkpoint.data_spec
             checkpoint, not_taken = _data_beside(checkpoint, reporter)
             data_saved = saved_spec if checkpoint.data_spec != saved_spec else None
-            data = _checkpoint_data(session, checkpoint)
+            data = _checkpoint_data(session, checkpoint, None if data_saved is not None else reporter.notice)
             if not_taken is not None and isinstance(data, VocabOnly):  # why the file of its name was not read
                 data = VocabOnly(data.name, data.tokenizer, data.spec, *not_taken)
             data_missing = data.description if isinstance(data, VocabOnly) else None
@@ -743,16 +743,20 @@ def _text_unchecked(checkpoint, data) -> str | None:
             "older minitf kept no digest of it): if it changed since, the val loss can read too low")
 
 
-def _checkpoint_data(session: Session, checkpoint):
+def _checkpoint_data(session: Session, checkpoint, notice=None):
     """The data the checkpoint was trained on: the session's own if it is the same, else loaded, else
     (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates.
+
+    `notice(line)` is told before a large file is read, as :data tells it (core.data.reading_notice): `:load` of a
+    checkpoint of 100 MiB of text was silent for 7 s. None: said already (a file of its name found beside the
+    checkpoint was said as read, for its digest: core.checkpoint.data_found_elsewhere), or no one to tell.
 
     The session's copy of a file is taken only while the file is as it was read (core.data.file_stamp): a file grown,
     rewritten or deleted since is read as it is now, as `minitf load` reads it, and its changed vocabulary or its
     absence said. The REPL trained on the old copy without a word, and a stand-in of a file gone at one :load kept
     saying "not available" after another file was put there."""
     from ..core.checkpoint import checkpoint_data
-    from ..core.data import file_stamp, lasting_spec
+    from ..core.data import file_stamp, lasting_spec, reading_notice
 
     loaded = session.loaded_data
     same = checkpoint.data_spec in (session.data_spec, lasting_spec(session.data_spec))  # saved as lasting_spec
@@ -760,6 +764,8 @@ def _checkpoint_data(session: Session, checkpoint):
     as_read = getattr(loaded, "stamp", None) == file_stamp(session.data_spec)
     if loaded is not None and same and as_read and loaded.tokenizer.vocab == checkpoint.vocab:
         return loaded
+    if notice is not None and (said := reading_notice(checkpoint.data_spec)) is not None:
+        notice(said)
     return checkpoint_data(checkpoint)
 
 

@@ -462,7 +462,13 @@ def load_checked(session: Session, spec: str, reporter=None, fits: bool = True):
     instead), without touching the session.
 
     Ctrl-C stops the reading at once (core.interrupts.cut_short): nothing has changed yet, and a large file takes
-    seconds to read, which no step of a stop flag would cut short. `reporter`: told first where the file is large."""
+    seconds to read, which no step of a stop flag would cut short. `reporter`: told first where the file is large.
+
+    The session's own text is taken again where it is the same file as read (unread_again): `:data big.txt` a
+    second time read 100 MiB again, for the same text, and peaked at the two copies (1.75 GB, where one :data
+    peaked at 1.24). Any other file is read while the session's data is still held, at the peak of both: a read
+    can fail at any point (a byte that is not UTF-8, Ctrl-C, a text too short for the window, the memory), and a
+    failed :data leaves the session as it was, which a text dropped first could not (its file may have changed)."""
     from ..core.catalog import data_problem
 
     if (problem := data_problem(spec)) is not None:  # said without torch: `minitf data missing.txt` took 1.7 s
@@ -470,13 +476,32 @@ def load_checked(session: Session, spec: str, reporter=None, fits: bool = True):
     from ..core.data import load_data, reading_notice
     from ..core.interrupts import cut_short
 
-    if reporter is not None and (said := reading_notice(spec)) is not None:
-        reporter.notice(said)
-    with cut_short():
-        data = load_data(spec, session.tokenizer)
+    data = unread_again(session, spec)
+    if data is None:
+        if reporter is not None and (said := reading_notice(spec)) is not None:
+            reporter.notice(said)
+        with cut_short():
+            data = load_data(spec, session.tokenizer)
     if fits:
         data.check_fits(session.model_config.max_seq_len)
     return data
+
+
+def unread_again(session: Session, spec: str):
+    """The session's loaded text where `spec` names the file it was read from, unchanged since (its size, time and
+    inode: core.data.file_stamp), as typed the same way and read the same way (the tokenizer now, line endings as
+    "\n"): what load_data would make of it again, to the character and the id. Else None."""
+    from ..core.data import TextCorpus, file_stamp
+
+    loaded = session.loaded_data
+    if not isinstance(loaded, TextCorpus) or loaded.stamp is None or loaded.line_endings:
+        return None
+    # as typed: the description and the recipe name the path so (`local file ./big.txt`)
+    if spec.strip() != session.data_spec.strip() or file_stamp(spec) != loaded.stamp:
+        return None
+    tokenizer = session.tokenizer  # None: characters, which a text's own characters make (TextCorpus)
+    same = loaded.tokenizer.kind == "char" if tokenizer is None else loaded.tokenizer.vocab == tokenizer.vocab
+    return loaded if same else None
 
 
 def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool, str | None, dict]:

@@ -35,7 +35,7 @@ import torch
 from .catalog import (CORPORA, OTHER_DATA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASK_SIZES, TASKS, bytes_as_read,
                       no_file_named, unkept_path)
 from .config import MAX_BPE_TOKENS, MIN_BPE_TOKENS
-from .errors import DataError, UserError
+from .errors import DataError, UserError, is_out_of_memory
 from .interrupts import cut_short
 from .notices import told
 from .numbers import NumberTooLarge, whole_number
@@ -53,7 +53,16 @@ DOWNLOAD_SECONDS = 300.0  # the whole download; each read also has the urlopen t
 
 # The digits of pi: the example each task describes itself with (enough for add:30's 60 digits).
 PI_DIGITS = "3141592653589793238462643383279502884197169399375105820974944592307816406286"
-MAX_FILE_BYTES = 200 * 2**20  # the text is held whole, as a string and as one tensor of its ids
+# What a corpus holds: its text whole, as one Python string, and each split's ids as one tensor (1 or 2 bytes a token,
+# TextCorpus). The string stays because the views ask of the characters (:data's held-out characters, a BPE trained
+# on the training text, the session's check that a text is the same, a checkpoint's digest). It takes 1 byte a
+# character for Latin-1 text, 2 for the rest of the Basic Multilingual Plane and 4 once any character lies past it
+# (CPython's str: one emoji makes a text of 100 MB take 400). So a file of 191 MiB of mixed scripts with emoji holds
+# 963 MB (the string 763, the ids 200), and peaks at about that while it is read (the file's bytes beside the string
+# as it is decoded); an ASCII file of 100 MiB holds 200 MB. No other copy of the text is made whole: the splits are
+# read in place by range, the digest comes from the file's bytes (it was 2 GB at peak for that file, 1.2 for one of
+# 100 MiB with an emoji, where each split's slice and the text's UTF-8 were made beside the string).
+MAX_FILE_BYTES = 200 * 2**20
 SLOW_FILE_BYTES = 50 * 2**20  # a file larger than this takes seconds to read: reading_notice says so first
 
 
@@ -124,24 +133,28 @@ class CharTokenizer:
             raise DataError(f"{count(len(unknown), 'character')} not in the vocabulary: {shown}{has}; {fix}")
         return [self.stoi[ch] for ch in text]
 
-    def encode_tensor(self, text: str, dtype: torch.dtype) -> torch.Tensor:
-        """encode(text) as a tensor of `dtype`, read a block of characters at a time through a table from code point
-        to id: a file of 80 MB took 10 s and 1 GB as a Python list of ids, and now takes a second. A character the
-        vocabulary lacks goes through encode(), which reads it another way or says what is wrong."""
+    def encode_tensor(self, text: str, dtype: torch.dtype, start: int = 0, end: int | None = None) -> torch.Tensor:
+        """encode(text[start:end]) as a tensor of `dtype`, read a block of characters at a time through a table from
+        code point to id: a file of 80 MB took 10 s and 1 GB as a Python list of ids, and now takes a second. By
+        range, so that a corpus's split is read inside its text, not from a copy of it (90% of a text of 200 MB). A
+        character the vocabulary lacks goes through encode(), which reads it another way or says what is wrong."""
         import numpy as np
 
-        out = np.empty(len(text), dtype=torch.empty(0, dtype=dtype).numpy().dtype)
-        if not text:
+        end = len(text) if end is None else end
+        out = np.empty(max(0, end - start), dtype=torch.empty(0, dtype=dtype).numpy().dtype)
+        if end <= start:
             return torch.from_numpy(out)
-        table = np.full(max(map(ord, self.itos), default=0) + 1, -1, dtype=np.int64)
+        # int32, and blocks of 256 K characters: a block's own arrays (its slice, its UTF-32, the codes clipped, the
+        # ids) take some 4 MB, where int64 ids of 4 M characters took 80 MB beside the text, for no more speed
+        table = np.full(max(map(ord, self.itos), default=0) + 1, -1, dtype=np.int32)
         table[[ord(ch) for ch in self.itos]] = np.arange(len(self.itos))
-        block = 1 << 22
-        for start in range(0, len(text), block):
-            codes = np.frombuffer(text[start:start + block].encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        block = 1 << 18
+        for at in range(start, end, block):
+            codes = np.frombuffer(text[at:min(at + block, end)].encode("utf-32-le", "surrogatepass"), dtype="<u4")
             ids = table[np.minimum(codes, len(table) - 1)]
             if (ids < 0).any() or (codes >= len(table)).any():
-                return torch.tensor(self.encode(text), dtype=dtype)
-            out[start:start + len(codes)] = ids
+                return torch.tensor(self.encode(text[start:end]), dtype=dtype)
+            out[at - start:at - start + len(codes)] = ids
         return torch.from_numpy(out)
 
     def decode(self, ids) -> str:
@@ -217,7 +230,8 @@ class TextCorpus:
 
 
     def __init__(self, name: str, text: str, description: str, tokenizer=None, readings: Readings | None = None,
-                 stamp: tuple[int, int, int] | None = None, recipe_key: str | None = None):
+                 stamp: tuple[int, int, int] | None = None, recipe_key: str | None = None, digest: str | None = None,
+                 line_endings: bool = False):
         if not text:
             raise DataError(f"{name} is empty; choose a file that contains text")
         self.name = name
@@ -239,17 +253,34 @@ class TextCorpus:
         # the file's state when its text was read (file_stamp; None: not read from a file): a checkpoint loaded later
         # takes the file as it is then, not this copy, when they differ (commands.checkpoints._checkpoint_data)
         self.stamp = stamp
+        # the file's "\r" kept as read (load_data's line_endings): a read of the same file otherwise is another text
+        self.line_endings = line_endings
+        if digest is not None:  # known already (load_data's, from the file's bytes): the cached property's value
+            self.__dict__["digest"] = digest
         dtype = _id_dtype(self.tokenizer.vocab_size)
         self.readings = readings if readings is not None else Readings()
+        # each split read inside the text by its range: split_text's slices were copies, 90% of the text for train
         self.splits = self.readings.splits_of(self.tokenizer, dtype, lambda: {
-            split: _encoded(self.tokenizer, self.split_text(split), dtype) for split in ("train", "val")})
+            split: _encoded(self.tokenizer, self.text, *self._range(split), dtype) for split in ("train", "val")})
 
     @functools.cached_property
     def digest(self) -> str:
         """The SHA-256 of the text: a checkpoint keeps it, and a load tells a file rewritten since it was trained on
         (the same characters, so the vocabulary alone says nothing), whose validation split may then hold text the
-        model trained on."""
-        return hashlib.sha256(self.text.encode("utf-8", errors="surrogatepass")).hexdigest()
+        model trained on. Of the text's UTF-8 (load_data's from the file's bytes where they are that)."""
+        return text_digest(self.text)
+
+    def _range(self, split: str) -> tuple[int, int]:
+        """Where the characters of the train or the val split lie in the text: (start, end)."""
+        return (0, self.cut) if split == "train" else (self.cut, len(self.text))
+
+    def _chars(self, split: str) -> set[str]:
+        """The distinct characters of a split, read a block at a time: set(split_text(split)) without its copy."""
+        start, end = self._range(split)
+        seen: set[str] = set()
+        for at in range(start, end, TEXT_BLOCK):
+            seen.update(self.text[at:min(at + TEXT_BLOCK, end)])
+        return seen
 
     def split_text(self, split: str) -> str:
         """The characters of the train or the val split."""
@@ -273,13 +304,15 @@ class TextCorpus:
         """What held_out_only lists, counted: (every such character, in order; how many of the validation split's
         characters are one of them; the split's characters), or None where held_out_only says "". Its list is cut
         at 8, and "'丆', '万', ..." read as eight, where 814 distinct characters, 972 of 1,020, were never trained on."""
-        val = self.split_text("val")
-        only = set(val) - set(self.split_text("train"))
-        counts = collections.Counter(val) if only else {}
+        start, end = self._range("val")
+        only = self._chars("val") - self._chars("train")
+        counts: collections.Counter = collections.Counter()
+        for at in range(start, end, TEXT_BLOCK) if only else ():
+            counts.update(self.text[at:min(at + TEXT_BLOCK, end)])
         held = sum(counts[ch] for ch in only)
-        if not only or held < share * len(val):
+        if not only or held < share * (end - start):
             return None
-        return "".join(sorted(only)), held, len(val)
+        return "".join(sorted(only)), held, end - start
 
     def more_tokens_than_characters(self) -> str | None:
         """Where a subword tokenizer reads the validation text in more tokens than it has characters (bpe:300 on
@@ -315,7 +348,8 @@ class TextCorpus:
 
     def retokenized(self, tokenizer) -> "TextCorpus":
         """The same text read by another tokenizer (None: its characters)."""
-        return TextCorpus(self.name, self.text, self.description, tokenizer, self.readings, self.stamp, self.recipe_key)
+        return TextCorpus(self.name, self.text, self.description, tokenizer, self.readings, self.stamp, self.recipe_key,
+                          self.__dict__.get("digest"), self.line_endings)
 
     def check_fits(self, max_seq_len: int, *, current: int | None = None) -> None:
         """Refused where a split is shorter than one window of max_seq_len + 1 tokens. `current`: the window the model
@@ -396,11 +430,25 @@ class Readings:
 KEPT_READINGS = 3  # a text's readings kept (Readings): 20 MB of text is some 20 MB of ids a reading, at 2 bytes each
 
 
-def _encoded(tokenizer, text: str, dtype: torch.dtype) -> torch.Tensor:
-    """`text`'s ids as a tensor of `dtype`: a character tokenizer's fast path (CharTokenizer.encode_tensor), else
-    through its list of ids."""
+def _encoded(tokenizer, text: str, start: int, end: int, dtype: torch.dtype) -> torch.Tensor:
+    """The ids of `text[start:end]` as a tensor of `dtype`: read in place into a compact buffer by the character
+    tokenizer and core.bpe's (encode_tensor), else through the slice and its list of ids."""
     fast = getattr(tokenizer, "encode_tensor", None)
-    return fast(text, dtype) if fast is not None else torch.tensor(tokenizer.encode(text), dtype=dtype)
+    return fast(text, dtype, start, end) if fast is not None else torch.tensor(tokenizer.encode(text[start:end]),
+                                                                                dtype=dtype)
+
+
+TEXT_BLOCK = 1 << 22  # characters a text is read a block at a time in, where a whole copy of it is not wanted
+
+
+def text_digest(text: str) -> str:
+    """The SHA-256 of `text`'s UTF-8 (a lone surrogate as its three bytes), encoded a block at a time: the whole
+    encoded at once was another copy of a text of 200 MB. UTF-8 encodes each character alone, so the blocks' bytes
+    are the whole's, and the digest the same number (a checkpoint keeps it)."""
+    digest = hashlib.sha256()
+    for at in range(0, len(text), TEXT_BLOCK):
+        digest.update(text[at:at + TEXT_BLOCK].encode("utf-8", errors="surrogatepass"))
+    return digest.hexdigest()
 
 
 def _chars_for(tokens: int) -> int:
@@ -1156,6 +1204,13 @@ def read_text_file(path: str | Path, line_endings: bool = False) -> str:
     return _read_text(path, line_endings)[0]
 
 
+def text_file_digest(path: str | Path, line_endings: bool = False) -> str:
+    """TextCorpus.digest of the text read_text_file reads from `path`, without a corpus built: from the file's bytes
+    where the text is them, else of the text a block at a time (never a second copy of it, as its whole UTF-8)."""
+    text, _, _, _, digest = _read_text(path, line_endings)
+    return digest if digest is not None else text_digest(text)
+
+
 def dangling_link(p: Path) -> str:
     """The refusal of a symbolic link whose target is not there (torch-free callers build it too: core.catalog)."""
     try:
@@ -1173,10 +1228,12 @@ def _beside(folder: Path) -> Path:
     return real.parent / (real.name + ".txt") if real.name else real / "joined.txt"
 
 
-def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, bool, int]:
+def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, bool, int, str | None]:
     r"""read_text_file's text, how many Windows or old Mac line endings it read as "\n", whether a leading
-    byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file), and the
-    bytes of a last character the file ends inside of, dropped (a part of a file cut with `head -c`)."""
+    byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file), the
+    bytes of a last character the file ends inside of, dropped (a part of a file cut with `head -c`), and the text's
+    SHA-256 (TextCorpus.digest) where the file's bytes, less that mark and that cut, are the text's UTF-8 (None where
+    line endings were read as "\n": text_digest of the text then)."""
     p = expand(path)
     shown = cut_middle(str(p))
     if (gone := gone_folder(p)) is not None:
@@ -1202,11 +1259,9 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
             raise DataError(f"{shown} is not a regular file (a device or a pipe?); give the path of a UTF-8 text file")
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
-            part = shlex.quote(str(p.with_name(p.stem + "-part" + p.suffix)))
             raise DataError(
                 f"{shown} is {size / 2**20:,.0f} MiB; minitf reads files up to {MAX_FILE_BYTES // 2**20} MiB (the "
-                f"text is held in memory whole): use a part of it, e.g. head -c {MAX_FILE_BYTES // 2**20}M "
-                f"{shlex.quote(str(p))} > {part}"
+                f"text is held in memory whole): use a part of it, e.g. {_part_of(p, MAX_FILE_BYTES // 2**20)}"
             )
         raw = p.read_bytes()
     except OSError as e:  # unreadable, a name too long, ...
@@ -1282,14 +1337,28 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
                         + guess) from None
     # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and
     # an old Mac's lone "\r") kept would be a symbol of the vocabulary, which :gen writes as "\r" at each line's end
-    converted = 0
+    converted, digest = 0, None
     if not line_endings and "\r" in text:
+        del raw  # gone before the text is copied (twice, by the replaces): not three copies of a large file at once
         converted = text.count("\r")
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if not text.strip():
+    else:
+        # The text's UTF-8 is the file's bytes less the mark and the cut (a strict decode, encoded again, gives the
+        # same bytes): hashed in place, where text.encode() made another copy of the file
+        digest = hashlib.sha256(memoryview(raw)[len(codecs.BOM_UTF8) if bom else 0:len(raw) - cut]).hexdigest()
+        del raw
+    # isspace, not strip: a text that ends in a newline was copied whole by strip() to be looked at
+    if not text or text.isspace():
         what = "is empty" if not text else f"holds only whitespace ({count(len(text), 'character')})"
         raise DataError(f"{shown} {what}; give a file that contains text")
-    return text, converted, bom, cut
+    return text, converted, bom, cut, digest
+
+
+def _part_of(p: Path, mib: int) -> str:
+    """The line that writes the first `mib` MiB of the file `p` beside it, as FILE-part: what a text too large is
+    answered with."""
+    part = shlex.quote(str(p.with_name(p.stem + "-part" + p.suffix)))
+    return f"head -c {mib}M {shlex.quote(str(p))} > {part}"
 
 
 def _text_file_in(folder: Path, most: int = 1000) -> Path | None:
@@ -1506,17 +1575,44 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     if (problem := unkept_path(spec) or no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such
         raise DataError(problem)  # file"; a tab in the path, which a checkpoint cannot keep
     stamp = file_stamp(spec)  # before the read: a change during it makes the next stamp differ, never the same
-    text, converted, bom, cut = _read_text(spec, line_endings)
+    # Out of memory while the file is read or its ids made: said of the file, with the fix for a file too large (a
+    # part of it). Left to the front door, it was "lower batch_size, max_seq_len or the model size", which no
+    # reading depends on. Raised once the except block is left, so that what the read held (the file's bytes, the
+    # text, held by the error's traceback) is freed first
+    try:
+        return _file_corpus(spec, tokenizer, line_endings, stamp)
+    except MemoryError:
+        pass
+    except RuntimeError as e:  # torch's allocator's: "DefaultCPUAllocator: can't allocate memory"
+        if not is_out_of_memory(e):
+            raise
+    p = expand(spec)
+    try:
+        mib = p.stat().st_size / 2**20
+    except OSError:
+        mib = 0.0
+    raise DataError(f"{cut_middle(str(p))} ({mib:,.0f} MiB) does not fit in the memory left: minitf holds the text "
+                    "whole, as a string and as its token ids; use a part of it, e.g. "
+                    f"{_part_of(p, max(1, int(mib // 2)))}, or close other programs")
+
+
+def _file_corpus(spec: str, tokenizer, line_endings: bool, stamp) -> TextCorpus:
+    """load_data's corpus of the file `spec`."""
+    text, converted, bom, cut, digest = _read_text(spec, line_endings)
     # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m), and its leading
     # byte-order mark once
     read_as = f", its {count(converted, 'line ending')} \\r\\n or \\r read as \\n" if converted else ""
     read_as += ", its leading byte-order mark (U+FEFF) dropped" if bom else ""
     read_as += f", its last character dropped (the file ends {count(cut, 'byte')} into it)" if cut else ""
-    if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
-        return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
-                          tokenizer, stamp=stamp)
+    # a local copy is the same data (and recipe); only a text of its length can be (its digest is then worked out
+    # here, where the file's "\r\n" were read as "\n", and a larger text's is left for a save to ask)
+    if len(text) == SHAKESPEARE_CHARS:
+        digest = digest if digest is not None else text_digest(text)
+        if digest == SHAKESPEARE_SHA256:
+            return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
+                              tokenizer, stamp=stamp, digest=digest, line_endings=line_endings)
     return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer, stamp=stamp,
-                      recipe_key=spec)
+                      recipe_key=spec, digest=digest, line_endings=line_endings)
 
 
 def file_stamp(spec: str) -> tuple[int, int, int] | None:
@@ -1539,7 +1635,9 @@ def reading_notice(spec: str) -> str | None:
         size = Path(spec.strip()).expanduser().stat().st_size
     except (OSError, RuntimeError, ValueError):
         return None  # read_text_file says why
-    if size <= SLOW_FILE_BYTES:
+    # nothing is read of a file past MAX_FILE_BYTES: its refusal comes at once ("reading b300.txt (300 MiB): a few
+    # seconds" came first, then the refusal)
+    if size <= SLOW_FILE_BYTES or size > MAX_FILE_BYTES:
         return None
     return (f"reading {cut_middle(Path(spec.strip()).name, 60)} ({size / 2**20:,.0f} MiB): a few seconds; "
             "Ctrl-C stops it and keeps the data as it is")

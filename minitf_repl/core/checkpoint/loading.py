@@ -831,9 +831,7 @@ def data_found_elsewhere(checkpoint: Checkpoint, notice=None) -> tuple[Path, boo
     is told before a large file is read (data.reading_notice): the load was silent for those seconds. No size rules a
     candidate out before it is read: the manifest keeps no length of the text, and a file's bytes do not give the
     text's (its line endings read as "\n", a byte-order mark dropped, UTF-16)."""
-    import hashlib
-
-    from ..data import CORPORA, TASKS, read_text_file, reading_notice
+    from ..data import CORPORA, TASKS, reading_notice, text_file_digest
     from ..hf import PREFIX
 
     spec = checkpoint.data_spec
@@ -857,8 +855,9 @@ def data_found_elsewhere(checkpoint: Checkpoint, notice=None) -> tuple[Path, boo
         if notice is not None and (said := reading_notice(str(candidate))) is not None:
             notice(f"{checkpoint.name}'s data is not where it was saved; {said}")
         try:
-            # the digest a corpus keeps (data.TextCorpus.digest): of the text as load_data reads it
-            if hashlib.sha256(read_text_file(candidate).encode("utf-8", errors="surrogatepass")).hexdigest() == saved:
+            # the digest a corpus keeps (data.TextCorpus.digest): of the text as load_data reads it, from the file's
+            # bytes (its text encoded again was one more copy of a file of 100 MiB)
+            if text_file_digest(candidate) == saved:
                 return candidate, True
         except UserError:  # not text, unreadable: not the file it trained on
             continue
