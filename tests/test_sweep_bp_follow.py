@@ -87,7 +87,7 @@ def test_muon_check_line_scales_the_difference_by_os_entries(monkeypatch):
     m = r.step
     rms = m.step_rms / m.step_scale
     assert f"O's entries have RMS {rms:.2g}" in out and f"{100 * m.optimizer_diff / rms:.2g}% of a typical one" in out
-    assert "approximation, one Muon tolerates" in out
+    assert "its O can be off by as much as a typical entry" in out
 
 
 def test_inside_views_says_the_views_compute_in_float32_and_scales_muons_difference():

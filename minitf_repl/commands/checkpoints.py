@@ -413,14 +413,33 @@ def dtype_moved(name: str, trainer) -> str | None:
     """One line where a loaded run's steps go on in another dtype than they ran in: dtype=auto is bfloat16 on a
     CPU with bfloat16 units and float32 on one without, so a lesson saved on one kind and continued on the other
     changed precision without a word, and its losses no longer matched the saved numbers to the digit; a dtype set by
-    hand (`:set dtype=float32` after a bfloat16 run) changes it as well. None where nothing changes, or the checkpoint
-    did not record it."""
-    from ..core.precision import training_dtype
+    hand (`:set dtype=float32` after a bfloat16 run) changes it as well. A Muon run's Newton-Schulz is said too where
+    it moves (dtype=bfloat16 orthogonalises in bfloat16 only where that is native): with the products' move, or in a
+    line of its own where the products stay. None where nothing changes, or the checkpoint did not record it."""
+    from ..core.precision import newton_schulz_dtype, training_dtype
 
     setting = trainer.config.dtype
     was, now = trainer.trained_dtype, training_dtype(setting, trainer.device)
+    # Muon's Newton-Schulz follows the machine under dtype=bfloat16 (bfloat16 where it is native, else float32) while
+    # the products stay bfloat16: a lesson moved between the two kinds changed its orthogonalisation and its losses
+    # in the last digits, said by nothing. Said only of Muon steps that go on as Muon steps: an AdamW run, or a
+    # checkpoint of before it was recorded (None: not known), has nothing to compare
+    ns_was = trainer.trained_ns_dtype if trainer.config.optimizer == "muon" else None
+    ns_now = newton_schulz_dtype(setting, trainer.device)
+    ns_moved = ns_was is not None and ns_was != ns_now
     if was is None or was == now:
-        return None
+        if not ns_moved:
+            return None
+        units = ("this machine multiplies bfloat16 natively" if ns_now == "bfloat16"
+                 else f"this {'CPU' if trainer.device.type == 'cpu' else 'machine'} has no bfloat16 units")
+        return (f"{name}'s Muon steps orthogonalised in {ns_was} and go on here in {ns_now} ({units}; under "
+                f"dtype={setting} Newton-Schulz runs in bfloat16 only where it is native): the losses move in the "
+                "last digits, so the saved run's numbers are not repeated to the digit")
+    ns = ""
+    if ns_moved and (ns_was, ns_now) != (was, now):  # the products' move alone said, Newton-Schulz's not
+        ns = f", Muon's Newton-Schulz in {ns_now} where it ran in {ns_was}"
+    elif ns_moved:
+        ns = ", Muon's Newton-Schulz with them"
     if setting == "auto":
         here = ("dtype=auto: this machine multiplies bfloat16 natively" if now == "bfloat16"
                 else "dtype=auto: this machine has no bfloat16 units")
@@ -430,8 +449,8 @@ def dtype_moved(name: str, trainer) -> str | None:
         here = f"dtype={setting} is set"
         back = f"; {cmd('set', dtype='auto' if training_dtype('auto', trainer.device) == was else was)} goes on " \
                "as it trained"
-    return (f"{name}'s steps ran in {was} and go on here in {now} ({here}): the losses continue, but differ from "
-            f"the saved run's numbers by rounding (about 0.01){back}")
+    return (f"{name}'s steps ran in {was} and go on here in {now}{ns} ({here}): the losses continue, but differ "
+            f"from the saved run's numbers by rounding (about 0.01){back}")
 
 
 # The dtype_moved lines said of each trainer: `:load` says one, and the `:train` after it must not say it again, while
@@ -1007,7 +1026,7 @@ LS_SHOWN = 40
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",),
          params=[Param("all", bool, default=False, help=f"list every checkpoint, not the newest {LS_SHOWN}")],
-         json_version=9)  # fmt: skip
+         json_version=10)  # fmt: skip
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from ..core.checkpoint import leftovers, list_checkpoints, misnamed
 
@@ -1048,6 +1067,14 @@ def local_minute(saved_at: str | None) -> str:
         return saved_at.replace("T", " ")[:16]
 
 
+def dtype_cell(row) -> str:
+    """:ls's dtype of a checkpoint: the dtype its steps ran in, or those of each stretch in order ("bfloat16 then
+    float32"); "-" where none is recorded."""
+    if row.trained_dtypes and len(row.trained_dtypes) > 1:
+        return " then ".join(row.trained_dtypes)
+    return row.trained_dtype or "-"
+
+
 @render.register(LsResult)
 def render_ls(result: LsResult, console: Console) -> None:
     """A table when it fits the width, else one checkpoint per line. Names are never broken or cut
@@ -1064,7 +1091,9 @@ def render_ls(result: LsResult, console: Console) -> None:
     # the dtype column where the listed checkpoints trained in both: their losses differ by rounding (about 0.01), and
     # a float32 run beside a bfloat16 one read as the better settings; a folder of one dtype keeps its columns
     dtypes = {row.trained_dtype for row in listed if row.error is None} - {None}
-    mixed = len(dtypes) > 1
+    # a checkpoint whose own steps ran in two (a bfloat16 lesson continued on a CPU without bfloat16 units) shows it
+    # too: "trained in float32" was said of fifteen steps, ten of them bfloat16
+    mixed = len(dtypes) > 1 or any(len(row.trained_dtypes or ()) > 1 for row in listed if row.error is None)
     rows = []
     for row in listed:
         saved = local_minute(row.saved_at)
@@ -1078,7 +1107,7 @@ def render_ls(result: LsResult, console: Console) -> None:
             stopped = f" ({row.steps_left:,} to go)" if row.steps_left else ""  # :train after :load goes on with them
             rows.append((row.name, fmt.whole(row.step) + stopped, fmt.num(row.val_loss) + measured,
                          row.data_spec or "-", fmt.size(row.size_bytes), saved)
-                        + ((row.trained_dtype or "-",) if mixed else ()))
+                        + ((dtype_cell(row),) if mixed else ()))
     headers = ("name", "step", "val loss", "data", "size", "saved") + (("dtype",) if mixed else ())
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     if sum(widths) + 3 * len(widths) + 1 <= console.width:

@@ -1561,8 +1561,9 @@ def made_on(session: Session) -> str:
     lesson, made on a teacher's and a student's machines, differed in their losses with nothing to say why."""
     import torch
 
+    from ..core.checkpoint.listing import dtypes_in_order
     from ..core.device import cpu_kind, describe_devices
-    from ..core.precision import training_dtype
+    from ..core.precision import newton_schulz_dtype, training_dtype
 
     trainer, setting = session.trainer, session.train_config.dtype
     device = trainer.device
@@ -1570,17 +1571,30 @@ def made_on(session: Session) -> str:
         where = cpu_kind()
     else:
         where = next((d.description for d in describe_devices() if d.name == str(device)), str(device))
-    would = f"one would run in {training_dtype(setting, device)}"
-    if trainer.trained_dtype is not None:
-        ran = f"The latest training step ran in {trainer.trained_dtype}"
-    elif trainer.step > 0:  # a checkpoint of an older minitf: "no training step ran" was said of a model at step 40
-        ran = f"Trained {count(trainer.step, 'step')} before minitf recorded the dtype steps ran in; {would} here"
-    else:
-        ran = f"No training step ran here yet; {would}"
+    here = training_dtype(setting, device)
+    would = f"one would run in {here}"
     threads = count(torch.get_num_threads(), "torch thread")
+    made = f"This page was made on {device.type}: {where}; {threads}, torch {torch.__version__}."
+    if trainer.trained_dtype is None:
+        if trainer.step > 0:  # a checkpoint of an older minitf: "no training step ran" was said of a model at step 40
+            return (f"Trained {count(trainer.step, 'step')} before minitf recorded the dtype steps ran in; {would} "
+                    f"here (dtype={setting}). {made}")
+        return f"No training step ran here yet; {would} (dtype={setting}). {made}"
+    # "ran in bfloat16 (dtype=auto)" above "made on ... no native bfloat16" read as a contradiction: the steps ran in
+    # more than one dtype, or elsewhere (a checkpoint of the other kind of CPU), and the page says which
+    dtypes = dtypes_in_order(trainer.dtype_spans) or []
+    ran = (f"The training steps ran in {' then '.join(dtypes)}, the latest in {trainer.trained_dtype}"
+           if len(dtypes) > 1 else f"The latest training step ran in {trainer.trained_dtype}")
+    ns = trainer.trained_ns_dtype if trainer.config.optimizer == "muon" else None
+    ns_here = newton_schulz_dtype(setting, device)
+    if ns is not None and ns != trainer.trained_dtype:  # dtype=bfloat16 without bfloat16 units: float32 there
+        ran += f", Muon's Newton-Schulz in {ns}"
+    ran += f" (dtype={setting})"
+    if trainer.trained_dtype != here or (ns is not None and ns != ns_here):
+        also = f", Newton-Schulz in {ns_here}" if ns is not None else ""
+        ran += f", not what one would run in here ({here}{also}): it ran on another machine, or under another setting"
     # the page is made here; a loaded checkpoint's steps may have run on another machine, which its dtype tells of
-    return (f"{ran} (dtype={setting}). This page was made on {device.type}: {where}; {threads}, "
-            f"torch {torch.__version__}.")
+    return f"{ran}. {made}"
 
 
 def _on_page(text: str | None, session: Session) -> str | None:

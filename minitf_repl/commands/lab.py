@@ -115,7 +115,7 @@ def contender_settings() -> list[Param]:
           browse="files"),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=11)  # fmt: skip
+], pairs_in_text=True, json_version=12)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     spec = args["data"].strip() if args["data"] is not None else None

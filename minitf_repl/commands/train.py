@@ -118,6 +118,10 @@ class TrainResult:
     # what the steps' products ran in: float32 or bfloat16 (dtype=auto is bfloat16 where the device multiplies it
     # natively, float32 elsewhere: one setting, two kinds of numbers)
     dtype: str = "float32"
+    # what Muon's Newton-Schulz ran in, float32 or bfloat16 (core.precision.newton_schulz_dtype): float32 in a run of
+    # dtype=float32, else bfloat16 where the device multiplies it natively and float32 elsewhere, so a dtype=bfloat16
+    # run's orthogonalisation differs by the machine while `dtype` does not; null: not a Muon run (optimizer=adamw)
+    newton_schulz_dtype: str | None = None
     compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
     # the steps that compiled: the first compiled step, or one torch compiled again (after :set batch_size, dropout,
     # dtype), compilation included; not in tokens/s
@@ -190,6 +194,10 @@ class TrainResult:
     # dtype= since, or a checkpoint of another machine's dtype=auto), which the summary says: it named float32 alone
     # for a run half bfloat16
     dtype_before: tuple[str, int] | None = field(default=None, metadata={"view_only": True})
+    # (Newton-Schulz's dtype, the step) of the model's Muon step before this command's where it is not this command's
+    # newton_schulz_dtype (a dtype=bfloat16 checkpoint of the other kind of CPU), which the summary says: it named the
+    # products' bfloat16 alone, as the teacher's run did, for steps whose orthogonalisation had changed
+    ns_dtype_before: tuple[str, int] | None = field(default=None, metadata={"view_only": True})
     # the step the model had trained to on other data where this run began on a data switch that kept the weights
     # (same vocabulary): a val loss far above ln V is then the new data's, which no rate explains; None: no switch
     switched_at: int | None = field(default=None, metadata={"view_only": True})
@@ -309,7 +317,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
           help="start from new weights drawn from the seed (the trained model kept as a checkpoint first, as a "
                "rebuild keeps it); a switch of data of the same vocabulary (all tasks share one) keeps the weights "
                "without it"),
-], json_version=29, elsewhere={**ACCUMULATION_ELSEWHERE, **WARMUP_ITERS_ELSEWHERE})  # fmt: skip
+], json_version=30, elsewhere={**ACCUMULATION_ELSEWHERE, **WARMUP_ITERS_ELSEWHERE})  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -468,7 +476,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                 session.rollback(snapshot)  # this command's settings go back with it
                 raise
         reporter.notice(f"the run goes on into checkpoint {named}, as its {option('save')} asked")
-    step_before, dtype_before = trainer.step, trainer.trained_dtype
+    step_before, dtype_before, ns_before = trainer.step, trainer.trained_dtype, trainer.trained_ns_dtype
     if trainer.step:  # a :set dtype= since the model's last step moves its steps to another dtype: said as a load
         # says it of another machine's dtype=auto (a bfloat16 checkpoint went on in float32 without a word)
         from .checkpoints import say_dtype_moved
@@ -678,6 +686,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         # a new run too: steps=20 after a bfloat16 checkpoint and :set dtype=float32 read as float32 throughout
         dtype_before=((dtype_before, step_before) if summary.steps and dtype_before is not None
                       and dtype_before != summary.dtype else None),
+        ns_dtype_before=((ns_before, step_before) if summary.steps and ns_before is not None
+                         and summary.newton_schulz_dtype is not None and ns_before != summary.newton_schulz_dtype
+                         else None),
         # the run's first weights were trained on the data before the switch (the run began at it, or before)
         switched_at=(since if 0 < (since := session.data_since_step) and session.trainer.run_start <= since
                      else None),
@@ -1369,6 +1380,10 @@ def speed_parts(result: TrainResult) -> list[str]:
     if result.dtype_before is not None:  # the run's earlier steps, in another (:set dtype= while it was stopped)
         dtype, step = result.dtype_before
         parts.append(f"{dtype} at step {step:,}, the step before these")
+    if result.ns_dtype_before is not None and result.newton_schulz_dtype is not None:
+        dtype, step = result.ns_dtype_before  # Muon's orthogonalisation moved, the products perhaps not
+        parts.append(f"Muon's Newton-Schulz in {result.newton_schulz_dtype} ({dtype} at step {step:,}, the step "
+                     "before these)")
     if result.compile_seconds is not None:
         # a run of the compiling step alone (stopped at step 1) has no other step: its tokens/s is that step's
         counted = "its one step's tokens/s counts it" if result.steps == 1 else "not in tokens/s"

@@ -41,7 +41,7 @@ from .errors import TrainingDiverged
 from .ledger import training_flops_per_token
 from .model import MiniTransformerLM
 from .peak import MIN_TIMED_STEPS, product_speed_or_none, share_of_peak
-from .precision import training_dtype
+from .precision import newton_schulz_dtype, training_dtype
 from .train import EvaluationStopped, Trainer, fork_random, random_state, set_random_state
 
 
@@ -102,6 +102,10 @@ class Outcome:
     # what its steps' products ran in, float32 or bfloat16 (dtype=auto is either, by the machine): a comparison saved
     # on another kind of CPU says so where its numbers differ
     dtype: str = "float32"
+    # what its Muon Newton-Schulz ran in, float32 or bfloat16 (core.precision.newton_schulz_dtype): float32 for
+    # dtype=float32, else bfloat16 where the device multiplies it natively and float32 elsewhere, so a dtype=bfloat16
+    # contender's `dtype` read alike on both kinds of CPU while its orthogonalisation did not; null: not a Muon run
+    newton_schulz_dtype: str | None = None
     # the matrix-product FLOPs the ledger counts for training one of its tokens at its rows' length, which gflops and
     # mfu are of, as :train's (core.ledger.training_flops_per_token: forward and backward, Linears and attention's two
     # products; not Muon's Newton-Schulz, norms, softmax or the optimizer's elementwise work)
@@ -162,6 +166,8 @@ def compare(
     outcomes = [Outcome(c.label, 0, changes={k: v for k, v in settings(c).items() if base.get(k) != v},
                         lr=c.train_config.lr, tokens_per_char=val_tokens_per_char(reading),
                         dtype=training_dtype(c.train_config.dtype, device),
+                        newton_schulz_dtype=(newton_schulz_dtype(c.train_config.dtype, device)
+                                             if c.train_config.optimizer == "muon" else None),
                         tokens_per_step=c.train_config.batch_size
                         * (row_length(reading, c.model_config.max_seq_len) or c.model_config.max_seq_len))
                 for c, reading in zip(contenders, readings)]

@@ -41,7 +41,8 @@ from .model import require_model
 from .optimizers import follow_dtype, make_optimizer, set_weight_decay
 from .precision import (AFTER_FAILURE, AFTER_STOP, COMPILE_STOPPED, PATH_CHANGED, autocast, compile_advice,
                         compile_failure_line, compile_module, compilers_deaf_to_ctrl_c, compiling_line, forget_compiled,
-                        is_compile_failure, precision_note, run_compiled, tells_compiles, training_dtype)
+                        is_compile_failure, newton_schulz_dtype, precision_note, run_compiled, tells_compiles,
+                        training_dtype)
 from .probe import evaluating
 from .words import count
 
@@ -72,6 +73,8 @@ class RunSummary:
     tokens_per_second: float | None  # with compile on: the steady state, the compiling steps left out; None: no step
     seconds: float
     dtype: str = "float32"  # the training forward's precision (core.precision)
+    # what Muon's Newton-Schulz ran in (core.precision.newton_schulz_dtype); None: not a Muon run
+    newton_schulz_dtype: str | None = None
     compiled: bool = False  # the steps ran through torch.compile
     # the steps that compiled (the first compiled step, or one torch compiled again: a batch size changed),
     # compilation included (None: none here)
@@ -203,6 +206,16 @@ class Trainer:
         # what the latest step's products ran in (float32 or bfloat16): dtype=auto means either, by the machine, so a
         # checkpoint taken to another kind of CPU says what its numbers were made in; None: no step, or not recorded
         self.trained_dtype: str | None = None
+        # what the latest step's Muon Newton-Schulz ran in (core.precision.newton_schulz_dtype): under dtype=bfloat16
+        # it is bfloat16 on a device with bfloat16 units and float32 elsewhere while the products stay bfloat16, so a
+        # lesson moved to the other kind of CPU changed its orthogonalisation unsaid (trained_dtype alike on both);
+        # None: no step, an AdamW step, or not recorded (a checkpoint of before it was)
+        self.trained_ns_dtype: str | None = None
+        # [first step, dtype, Newton-Schulz dtype or None] at each step whose precision differed from the step before's
+        # (a :set dtype=, a checkpoint continued on the other kind of CPU): :ls and :report say a model whose steps ran
+        # in more than one ("bfloat16 then float32"), which trained_dtype, the latest step's, hid. Empty: no step
+        # recorded (a checkpoint of before it was keeps none, and its earlier steps stay unknown)
+        self.dtype_spans: list[list] = []
         self._compiled = None  # torch.compile(model), made on the first step with config.compile
         self._compiled_from = None  # the module _compiled wraps (the fast path or the model)
         # a wrapper torch does not say the compiles of (precision.tells_compiles: not torch.compile's): its first step
@@ -486,7 +499,7 @@ class Trainer:
                     step=self.step + 1, what="update's scale", value=float("inf"), fix={"lr": lower}) from None
             self.step += 1
             self.trained_window = self.max_seq_len
-            self.trained_dtype = training_dtype(cfg.dtype, self.device)
+            self._record_precision(cfg)
             done += 1
 
             step_seconds = time.perf_counter() - t0
@@ -564,7 +577,9 @@ class Trainer:
             accuracy=evals[-1]["accuracy"] if evals else None,
             tokens_per_second=tokens / busy if busy else None,
             seconds=time.perf_counter() - call_start, run_seconds=self.run_elapsed - elapsed_before,
-            dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds,
+            dtype=training_dtype(cfg.dtype, self.device), compiled=compiled,
+            compile_seconds=compile_seconds,
+            newton_schulz_dtype=newton_schulz_dtype(cfg.dtype, self.device) if cfg.optimizer == "muon" else None,
             notes=notes, threads=torch.get_num_threads(),
             cpu_float32_products=products_kernel() if float32_products_chosen() else None,
             clipped_steps=clipped, train_eval_loss=evals[-1].get("train_eval_loss") if evals else None,
@@ -997,6 +1012,24 @@ class Trainer:
         if not bool(torch.isfinite(loss)):
             self._diverged_after("loss of its batch", loss.item())
 
+    def _record_precision(self, cfg: TrainConfig) -> None:
+        """Keep what the step just taken (self.step) ran in: its products' dtype and, for Muon, Newton-Schulz's, and a
+        new span in dtype_spans where either differs from the step before's."""
+        before = [self.trained_dtype, self.trained_ns_dtype]
+        self.trained_dtype = training_dtype(cfg.dtype, self.device)
+        self.trained_ns_dtype = newton_schulz_dtype(cfg.dtype, self.device) if cfg.optimizer == "muon" else None
+        # spans of steps undone since (a rollback puts back its own state; a divergence's steps are taken back by it)
+        # never outlive the steps they began at
+        while self.dtype_spans and self.dtype_spans[-1][0] >= self.step:
+            self.dtype_spans.pop()
+        if not self.dtype_spans and self.step > 1 and before[0] is not None:
+            # a checkpoint of before the spans: its latest step's dtype is known (its earlier ones are not), so a
+            # bfloat16 lesson continued in float32 still reads as two
+            self.dtype_spans.append([self.step - 1, *before])
+        now = [self.trained_dtype, self.trained_ns_dtype]
+        if not self.dtype_spans or self.dtype_spans[-1][1:] != now:
+            self.dtype_spans.append([self.step, *now])
+
     def _diverged_after(self, what: str, value: float) -> None:
         """The update of step self.step was applied, its loss and gradient finite, and left the weights or the val
         loss non-finite (lr=1e39 turns every weight to inf in one step): the run cannot go on from here. Unlike a
@@ -1042,6 +1075,8 @@ class Trainer:
             "history": self.history,
             "trained_window": self.trained_window,
             "trained_dtype": self.trained_dtype,
+            "trained_ns_dtype": self.trained_ns_dtype,
+            "dtype_spans": [list(span) for span in self.dtype_spans],
             "train_config": self.config.to_dict(),
             "generator": self.generator.get_state(),
             "optimizer": self.optimizer.state_dict(),
@@ -1071,6 +1106,8 @@ class Trainer:
         self.run_constant_lr = state.get("run_constant_lr")  # absent in checkpoints before it existed
         self.trained_window = state.get("trained_window")  # absent before it existed: the model's own window
         self.trained_dtype = state.get("trained_dtype")  # absent before it existed: not known
+        self.trained_ns_dtype = state.get("trained_ns_dtype")  # absent before it existed: not known, nothing said
+        self.dtype_spans = [list(span) for span in state.get("dtype_spans") or []]  # absent before: none recorded
         self.history = history
 
 

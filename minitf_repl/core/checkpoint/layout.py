@@ -132,6 +132,10 @@ class CheckpointInfo:
     # the dtype its latest step ran in (float32, bfloat16): dtype=auto trains in bfloat16 on a CPU with bfloat16 units
     # and in float32 elsewhere, and the two kinds listed alike; None: not recorded (an older minitf), or unreadable
     trained_dtype: str | None = None
+    # the dtypes its steps ran in, in the order they ran (["bfloat16", "float32"]: a lesson continued on a CPU without
+    # bfloat16 units, or after a :set dtype=), each once for a stretch of steps; trained_dtype alone said "float32" of
+    # a model ten of whose fifteen steps ran in bfloat16. None: not recorded (an older minitf), no step, or unreadable
+    trained_dtypes: list[str] | None = None
     # a checkpoint of a model with a part of a kind this process has not declared (values.UndeclaredKind): that setting
     # ("norm=dyt"), which :ls shows in the row in place of "unreadable" (`error` says how to declare it); None: none
     needs: str | None = field(default=None, metadata={"view_only": True})

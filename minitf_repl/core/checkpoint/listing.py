@@ -163,7 +163,20 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
         saved_at=saved_at if isinstance(saved_at, str) else None, model_config=config.to_dict(),
         origin=(manifest.get("origin") or {}).get("kind"),  # checked by the manifest's values: one of ORIGINS
         trained_dtype=t.get("trained_dtype"),  # checked as well: float32, bfloat16 or absent
+        trained_dtypes=dtypes_in_order(t.get("dtype_spans")),
     )
+
+
+def dtypes_in_order(spans: list | None) -> list[str] | None:
+    """The dtypes a trainer's dtype_spans ([first step, dtype, Newton-Schulz dtype]) ran in, in order, each stretch of
+    one dtype once (a span that changed Newton-Schulz's alone is no other dtype of the steps); None: none recorded."""
+    if not spans:
+        return None
+    dtypes = [spans[0][1]]
+    for span in spans[1:]:
+        if span[1] != dtypes[-1]:
+            dtypes.append(span[1])
+    return dtypes
 
 
 def _dir_size(path: Path) -> int:

@@ -109,6 +109,8 @@ def load_checkpoint(directory, name: str, map_location="cpu", model=None) -> Che
         "run_constant_lr": t.get("run_constant_lr"),
         "trained_window": t.get("trained_window"),  # absent before it existed: the model's own window
         "trained_dtype": t.get("trained_dtype"),  # absent before it existed: not known
+        "trained_ns_dtype": t.get("trained_ns_dtype"),  # absent before it existed: not known, nothing said of it
+        "dtype_spans": t.get("dtype_spans") or [],  # absent before they existed: none recorded
         "history": [{**dict.fromkeys(HISTORY_LATER), **h} for h in t["history"]],
         "train_config": dict(t["train_config"]),
         "generator": generator,

@@ -281,6 +281,15 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
                                                                              for b in mps)),
          "trainer.mps_rng is not a list of bytes")
     need(t.get("trained_dtype") in (None, "float32", "bfloat16"), "trainer.trained_dtype is not float32 or bfloat16")
+    need(t.get("trained_ns_dtype") in (None, "float32", "bfloat16"),
+         "trainer.trained_ns_dtype is not float32 or bfloat16")
+    spans = t.get("dtype_spans")  # [first step, dtype, Newton-Schulz dtype or null], the first steps first
+    need(spans is None or (isinstance(spans, list) and len(spans) <= t["step"]
+                           and all(isinstance(span, list) and len(span) == 3 and is_int(span[0])
+                                   and 1 <= span[0] <= t["step"] and span[1] in ("float32", "bfloat16")
+                                   and span[2] in (None, "float32", "bfloat16") for span in spans)
+                           and all(a[0] < b[0] for a, b in zip(spans, spans[1:]))),
+         "trainer.dtype_spans is not a list of [step, dtype, Newton-Schulz dtype] in step order")
     need(isinstance(t.get("history"), list), "trainer.history is not a list of steps")
     for i, row in enumerate(t["history"]):
         problem = _history_problem(row, t["step"])

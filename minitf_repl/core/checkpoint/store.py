@@ -141,7 +141,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     state_bytes, param_groups, scalars = encode_state(trainer)
     tstate = trainer.state_dict()
     trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "run_constant_lr",
-                                           "trained_window", "trained_dtype", "history", "train_config")}
+                                           "trained_window", "trained_dtype", "trained_ns_dtype", "dtype_spans",
+                                           "history", "train_config")}
     trainer_json["history"] = thinned_history(tstate["history"])
     if mps_here():
         # An Apple GPU's random stream draws a Mac run's dropout masks: without it a resumed run drew other ones. Kept
