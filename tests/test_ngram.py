@@ -459,7 +459,7 @@ def test_compare_draws_the_counters_of_the_data_it_compares_on(session):
     got = run(session, ":ngram n=3 sample=off")
     result = run(session, ":compare current n_layers=2 steps=60 eval_every=20")
     assert [(c.n, c.val_loss) for c in result.counters] == [(2, got.rows[2].val_loss), (3, got.rows[3].val_loss)]
-    assert json_document(REGISTRY["compare"], result)["schema"] == "minitf.compare/11"
+    assert json_document(REGISTRY["compare"], result)["schema"] == f"minitf.compare/{REGISTRY['compare'].json_version}"
     from dataclasses import replace
 
     from minitf_repl.commands.train import PlotLevel

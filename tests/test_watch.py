@@ -164,7 +164,8 @@ def test_the_repl_line_and_the_shell():
             "--set", "batch_size=4", "--set", "autosave=off", "--data", "sort"]
     doc = json.loads(runner.invoke(cli.app, [*args, "train", "--steps", "4", "--eval-every", "2", "--watch", "attn",
                                              "--json"]).stdout)
-    assert doc["schema"] == "minitf.train/29" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
+    assert doc["schema"] == f"minitf.train/{REGISTRY['train'].json_version}"
+    assert [f["step"] for f in doc["frames"]] == [0, 2, 4]
     assert len(doc["frames"][0]["maps"]) == 2 and doc["frames"][0]["layer"] == 1
 
 
